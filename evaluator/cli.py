@@ -1,0 +1,187 @@
+"""``python -m evaluator``: list tasks, check a kernel, benchmark it, measure the ceilings.
+
+Exit status: 0 when every task judged is correct, 1 when any is not, 2 for a usage error or a
+task tree that does not validate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from evaluator import report
+from evaluator.result import ChildReport, RunResult, TaskResult
+from evaluator.runner import RunOptions, run
+from tasks.registry import REPO_ROOT, Task, TaskLoadError, load_tasks
+
+COMPARE_CHOICES = ("compile", "expert", "self")
+
+
+def _console() -> Console:
+    return Console(stderr=True)
+
+
+def _load(root: Path) -> dict[str, Task]:
+    rep = load_tasks(root)
+    if rep.problems:
+        raise TaskLoadError(rep.problems)
+    return rep.by_slug()
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    tasks = _load(args.root)
+    if args.json:
+        print(json.dumps([{
+            "id": t.spec.id, "slug": t.slug, "title": t.spec.title, "category": t.spec.category,
+            "workloads": [{"name": w.name, "model": w.model, "params": w.params, "flops": t.roofline(w.params)[0],
+                           "bytes": t.roofline(w.params)[1]} for w in t.workloads()],
+            "smoke": [w.name for w in t.workloads(smoke=True)],
+        } for t in tasks.values()], indent=2))
+        return 0
+    table = Table(title=f"{len(tasks)} tasks, {sum(len(t.spec.workloads) for t in tasks.values())} workloads")
+    for col in ("id", "slug", "category", "workload", "model", "params", "GFLOP", "MB"):
+        table.add_column(col)
+    for t in tasks.values():
+        for i, w in enumerate(t.workloads()):
+            flops, nbytes = t.roofline(w.params)
+            table.add_row(t.spec.id if i == 0 else "", t.slug if i == 0 else "", t.spec.category if i == 0 else "",
+                          w.name, w.model, ", ".join(f"{k}={v}" for k, v in w.params.items()),
+                          f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.1f}")
+    Console().print(table)
+    return 0
+
+
+def _select(args: argparse.Namespace, tasks: dict[str, Task]) -> list[Task]:
+    if args.task:
+        unknown = [s for s in args.task if s not in tasks]
+        if unknown:
+            raise SystemExit(f"error: unknown task(s) {', '.join(unknown)}; `python -m evaluator tasks` lists them")
+        return [tasks[s] for s in args.task]
+    if args.kernel and args.kernel != "references":
+        raise SystemExit("error: name the task of a kernel file with --task")
+    return list(tasks.values())
+
+
+def _judge(args: argparse.Namespace, command: str) -> int:
+    tasks = _load(args.root)
+    selected = _select(args, tasks)
+    if args.kernel == "references":
+        def candidate_for(t: Task) -> Path:
+            return t.expert_path
+        label, cand_path = "expert references", None
+    else:
+        path = Path(args.kernel).resolve()
+        if not path.is_file():
+            raise SystemExit(f"error: no such kernel file {args.kernel}")
+
+        def candidate_for(t: Task) -> Path:
+            return path
+        label, cand_path = path.name, path
+    compare = [c for c in (getattr(args, "compare", None) or "").split(",") if c]
+    bad = set(compare) - set(COMPARE_CHOICES)
+    if bad:
+        raise SystemExit(f"error: --compare takes {', '.join(COMPARE_CHOICES)}, not {', '.join(sorted(bad))}")
+    opts = RunOptions(command=command, smoke=args.smoke, compare=compare, timeout_s=args.timeout,
+                      workloads=args.workload or [], label=label,
+                      interpret=True if args.interpret else None)
+    console = _console()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=args.quiet) as bar:
+        overall = bar.add_task("tasks", total=len(selected))
+
+        def on_progress(slug: str, rep: ChildReport) -> None:
+            bar.update(overall, description=f"{slug} · {rep.workload} · {rep.phase}")
+
+        def on_done(res: TaskResult) -> None:
+            bar.advance(overall)
+
+        result = run(selected, candidate_for, opts, on_progress, on_done, candidate_path=cand_path)
+    report.print_result(result, console)
+    _write_outputs(args, result)
+    return 0 if result.all_correct else 1
+
+
+def _write_outputs(args: argparse.Namespace, result: RunResult) -> None:
+    if args.json:
+        text = result.model_dump_json(indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if getattr(args, "markdown", None):
+        command = "python -m evaluator " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        Path(args.markdown).write_text(report.markdown(result, command), encoding="utf-8")
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(RunResult.model_json_schema(), indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        print(text, end="")
+    return 0
+
+
+def cmd_ceilings(args: argparse.Namespace) -> int:
+    from evaluator.ceilings import measure
+
+    print(json.dumps(measure(), indent=2))
+    return 0
+
+
+def _add_judge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("kernel", help="a kernel .py file, or 'references' for every task's expert kernel")
+    p.add_argument("--task", action="append", help="task slug (repeatable); default: all tasks")
+    p.add_argument("--workload", action="append", help="only this workload (repeatable)")
+    p.add_argument("--smoke", action="store_true", help="the small smoke workloads")
+    p.add_argument("--interpret", action="store_true", help="force Triton's CPU interpreter")
+    p.add_argument("--timeout", type=float, default=900.0, help="wall-clock seconds per task")
+    p.add_argument("--json", metavar="PATH", help="write the versioned JSON result ('-' for stdout)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m evaluator", description=__doc__)
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("tasks", help="list tasks and workloads")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_tasks)
+    p = sub.add_parser("check", help="correctness only")
+    _add_judge_args(p)
+    p.set_defaults(func=lambda a: _judge(a, "check"))
+    p = sub.add_parser("bench", help="correctness, then timing against the baseline")
+    _add_judge_args(p)
+    p.add_argument("--compare", help="also time: compile (torch.compile of the baseline), expert, "
+                                     "self (the candidate again, for the engine's run-to-run spread)")
+    p.add_argument("--markdown", metavar="PATH", help="write a Markdown results page")
+    p.set_defaults(func=lambda a: _judge(a, "bench"))
+    p = sub.add_parser("schema", help="print the JSON Schema of the result")
+    p.add_argument("--output", help="write it to this file")
+    p.set_defaults(func=cmd_schema)
+    p = sub.add_parser("ceilings", help="measure memory bandwidth and dense matmul rates on this GPU")
+    p.set_defaults(func=cmd_ceilings)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except TaskLoadError as exc:
+        _console().print("[red]the task tree does not validate:[/red]")
+        for problem in exc.problems:
+            _console().print(f"  {problem}")
+        return 2
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            _console().print(exc.code)
+            return 2
+        raise

@@ -1,0 +1,44 @@
+"""The two kinds of failure, each with a stable code that results, templates and tests use.
+
+``eval:user:*`` is the submission's fault (wrong answer, crash, timeout): final, it costs the
+team its attempt. ``eval:infra:*`` is ours (the engine broke, the GPU vanished): retried, and it
+does not count against the team. The codes are part of the result schema; never rename one.
+"""
+
+from __future__ import annotations
+
+
+class EvaluationError(Exception):
+    code = "eval:infra:unknown"
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        if code:
+            self.code = code
+
+
+class SubmissionError(EvaluationError):
+    """The kernel under test is at fault."""
+
+    code = "eval:user:error"
+
+
+class EvaluatorError(EvaluationError):
+    """The engine or the machine is at fault."""
+
+    code = "eval:infra:error"
+
+
+# Stable codes (a result's ``error_code``).
+USER_IMPORT = "eval:user:import"  # the kernel file does not import
+USER_ENTRY_POINT = "eval:user:entry-point"  # no such function
+USER_EXCEPTION = "eval:user:exception"  # the call raised
+USER_WRONG_ANSWER = "eval:user:wrong-answer"  # a trial failed a comparison rule
+USER_TIMEOUT = "eval:user:timeout"  # wall-clock limit of the task exceeded
+USER_CRASH = "eval:user:crash"  # the child died (signal, segfault, illegal address)
+USER_EXIT = "eval:user:exit"  # the child exited without a result (SystemExit, os._exit)
+USER_FORBIDDEN = "eval:user:forbidden-op"  # called an op the task forbids
+USER_TIMED_MISMATCH = "eval:user:timed-call-mismatch"  # a checked timed call gave a wrong answer
+INFRA_ERROR = "eval:infra:error"  # the engine itself failed
+INFRA_PROTOCOL = "eval:infra:protocol"  # the child's report did not validate
+INFRA_TASK = "eval:infra:task-invalid"  # the task files failed validation

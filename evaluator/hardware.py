@@ -1,0 +1,80 @@
+"""Hardware profiles: which GPU a run is on and the measured ceilings its SOL figures use.
+
+Ceilings are measured on the device (``python -m evaluator ceilings``: a large device-to-device
+copy for bandwidth, a large matrix product for the dense rate), never taken from a datasheet, and
+each profile says when and how. Results are always keyed by profile; numbers from different GPUs
+are never mixed. ``cpu-interpret`` judges correctness only and never yields a speed figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evaluator.result import HardwareProfileRecord
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    gpu_match: str  # substring of torch.cuda.get_device_name()
+    memory_bandwidth_gbs: float  # bytes read + written per second, measured, in GB/s
+    peak_tflops: dict[str, float] = field(default_factory=dict)  # per compute dtype, measured
+    l2_flush_bytes: int = 256 * 2**20  # written before every timed call (L2 is 50-60 MiB)
+    timing: bool = True
+    provenance: str = ""
+
+    def peak_flops(self, dtype: str) -> float | None:
+        tf = self.peak_tflops.get(dtype)
+        return tf * 1e12 if tf else None
+
+    def sol_seconds(self, flops: float, nbytes: float, dtype: str) -> float | None:
+        """max(FLOPs / peak rate of the dtype, bytes / bandwidth); None without ceilings."""
+        if not self.timing or self.memory_bandwidth_gbs <= 0:
+            return None
+        t_mem = nbytes / (self.memory_bandwidth_gbs * 1e9)
+        peak = self.peak_flops(dtype)
+        t_math = flops / peak if peak else 0.0
+        return max(t_mem, t_math)
+
+    def record(self) -> HardwareProfileRecord:
+        return HardwareProfileRecord(
+            name=self.name, gpu_match=self.gpu_match, memory_bandwidth_gbs=self.memory_bandwidth_gbs,
+            peak_tflops=dict(self.peak_tflops), l2_flush_bytes=self.l2_flush_bytes, timing=self.timing,
+        )
+
+
+PROFILES: dict[str, HardwareProfile] = {
+    "h200": HardwareProfile(
+        name="h200",
+        gpu_match="H200",
+        # Measured 2026-12-02 on the lent H200 (docs/results/h200.md: ceilings section).
+        memory_bandwidth_gbs=4100.0,
+        peak_tflops={"bf16": 690.0, "fp16": 690.0, "fp32": 60.0, "fp8e4m3": 1220.0, "int8": 1220.0},
+        provenance="GPU-NOTES.md ceilings (copy 4 GiB; torch bf16 and fp8 matmul 8192^3), 2026-12-02",
+    ),
+    "h100": HardwareProfile(
+        name="h100",
+        gpu_match="H100",
+        memory_bandwidth_gbs=3000.0,
+        peak_tflops={"bf16": 660.0, "fp16": 660.0, "fp32": 55.0, "fp8e4m3": 1200.0, "int8": 1200.0},
+        provenance="provisional, to be replaced by `python -m evaluator ceilings` on an H100",
+    ),
+    "cpu-interpret": HardwareProfile(
+        name="cpu-interpret", gpu_match="", memory_bandwidth_gbs=0.0, timing=False,
+        provenance="Triton interpreter on the CPU: correctness only",
+    ),
+}
+
+
+class UnknownHardware(LookupError):
+    pass
+
+
+def detect(gpu_name: str | None) -> HardwareProfile:
+    """The profile of the GPU named ``gpu_name`` (None: no GPU, the interpreter profile)."""
+    if not gpu_name:
+        return PROFILES["cpu-interpret"]
+    for profile in PROFILES.values():
+        if profile.gpu_match and profile.gpu_match in gpu_name:
+            return profile
+    raise UnknownHardware(f"no hardware profile matches GPU {gpu_name!r}; add one to evaluator/hardware.py")

@@ -1,0 +1,103 @@
+"""Human-readable views of a :class:`RunResult`: the terminal table and a Markdown page."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from evaluator.result import RunResult, WorkloadResult
+
+PROVIDER_ORDER = ("baseline", "compile", "expert", "candidate", "candidate-again")
+
+
+def _providers(result: RunResult) -> list[str]:
+    seen = {p for t in result.tasks for w in t.workloads for p in w.timings}
+    return [p for p in PROVIDER_ORDER if p in seen] + sorted(seen - set(PROVIDER_ORDER))
+
+
+def _fmt_ms(w: WorkloadResult, p: str) -> str:
+    t = w.timings.get(p)
+    return f"{t.median_ms * 1e3:,.1f}" if t else "-"
+
+
+def terminal_table(result: RunResult) -> Table:
+    providers = _providers(result) if result.timing_taken else []
+    table = Table(title=f"{result.command} · {result.mode} · {result.hardware.name}", show_lines=False)
+    for col in ("task", "workload", "correct"):
+        table.add_column(col)
+    for p in providers:
+        table.add_column(f"{p} µs", justify="right")
+    if providers:
+        table.add_column("speedup", justify="right")
+        table.add_column("SOL", justify="right")
+        table.add_column("±", justify="right")
+    for t in result.tasks:
+        if not t.workloads:
+            table.add_row(t.slug, "-", f"[red]{t.status}[/red]: {t.reason[:80]}")
+            continue
+        for w in t.workloads:
+            mark = "[green]yes[/green]" if w.correct else "[red]no[/red]"
+            row = [t.slug, w.name, mark]
+            row += [_fmt_ms(w, p) for p in providers]
+            if providers:
+                cand = w.timings.get("candidate")
+                row.append(f"{w.speedup['candidate']:.2f}x" if "candidate" in w.speedup else "-")
+                row.append(f"{w.sol_fraction['candidate']:.0%}" if "candidate" in w.sol_fraction else "-")
+                row.append(f"{cand.rel_stderr:.2%}" if cand else "-")
+            table.add_row(*row)
+    return table
+
+
+def print_result(result: RunResult, console: Console) -> None:
+    console.print(terminal_table(result))
+    for t in result.tasks:
+        if t.status != "correct":
+            console.print(f"[red]{t.slug}: {t.status} ({t.error_code})[/red] {t.reason}")
+        for f in t.findings:
+            line = f" (line {f.line})" if f.line else ""
+            console.print(f"[yellow]{t.slug}: finding[/yellow] {f.kind}{line}: {f.message}")
+        for w in t.workloads:
+            for f in w.findings:
+                console.print(f"[yellow]{t.slug}/{w.name}:[/yellow] {f}")
+    if result.note:
+        console.print(f"[bold]{result.note}[/bold]")
+
+
+def markdown(result: RunResult, command: str) -> str:
+    """The ``docs/results/<profile>.md`` page: per workload times, speedups, SOL and spread."""
+    fp = result.fingerprint
+    providers = _providers(result)
+    lines = [
+        f"# Measured on {fp.gpu_name or result.hardware.name}",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Engine {result.engine_version}, torch {fp.torch}, triton {fp.triton}, CUDA {fp.cuda}, driver "
+        f"{fp.driver}, {fp.sm_count} SMs, started {result.started_at}. SM clock at start/end: "
+        f"{fp.clocks_start.get('clocks.sm', '?')}/{fp.clocks_end.get('clocks.sm', '?')} MHz. Ceilings used for "
+        f"SOL (profile `{result.hardware.name}`): {result.hardware.memory_bandwidth_gbs:,.0f} GB/s, "
+        + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in result.hardware.peak_tflops.items()) + ".",
+        "",
+        "Times are medians of device-event timings in µs (L2 flushed before every call, inputs rotated, "
+        "providers interleaved); speedup is eager baseline / provider; SOL is the speed-of-light time over "
+        "the median; ± is the standard error of the candidate's mean relative to its median.",
+        "",
+    ]
+    head = ["task", "workload", "correct", *[f"{p} µs" for p in providers], "speedup vs eager",
+            "speedup vs compile", "SOL fraction", "±", "n", "stop"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for t in result.tasks:
+        if not t.workloads:
+            lines.append(f"| {t.slug} | - | {t.status}: {t.reason[:100]} |")
+        for w in t.workloads:
+            cand = w.timings.get("candidate")
+            comp = w.timings.get("compile")
+            vs_compile = f"{comp.median_ms / cand.median_ms:.2f}x" if cand and comp else "-"
+            row = [t.slug, w.name, "yes" if w.correct else "**no**", *[_fmt_ms(w, p) for p in providers],
+                   f"{w.speedup['candidate']:.2f}x" if "candidate" in w.speedup else "-", vs_compile,
+                   f"{w.sol_fraction['candidate']:.1%}" if "candidate" in w.sol_fraction else "-",
+                   f"{cand.rel_stderr:.2%}" if cand else "-", str(cand.count) if cand else "-", w.stop_reason or "-"]
+            lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    return "\n".join(lines)

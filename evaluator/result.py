@@ -1,0 +1,163 @@
+"""The versioned JSON result of a run: what the CLI prints with ``--json`` and the portal stores.
+
+These models are the one definition of the format. The child process reports through them (the
+parent re-validates whatever arrives on its channel, so a malformed or forged report is an
+error, never a result), and ``docs/result-schema.json`` is generated from them
+(``python -m evaluator schema``). Bump :data:`RESULT_SCHEMA_VERSION` on any incompatible change.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RESULT_SCHEMA_VERSION = 1
+
+TaskStatus = Literal["correct", "incorrect", "error", "timeout", "crashed", "skipped"]
+Verdict = Literal["clean", "suspicious", "rejected-cheat", "bug", "unjudged"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Worst(_Model):
+    """The element that broke a comparison the most."""
+
+    index: list[int]
+    got: str  # printed, so NaN and inf survive JSON
+    expected: str
+
+
+class TrialResult(_Model):
+    trial: int
+    seed: int
+    passed: bool
+    rule: str = ""  # the rule that failed: exception, shape, dtype, nan, tolerance, alias, ...
+    output: str = ""  # which output (or input, for in-place and read-only checks)
+    message: str = ""
+    worst: Worst | None = None
+    error_ratio: dict[str, float] = {}  # per output: error / allowed error (<= 1 passes)
+
+
+class Timing(_Model):
+    """Device-event times of one provider on one workload, in milliseconds."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    mean_ms: float
+    min_ms: float
+    count: int
+    rel_stderr: float  # standard error of the mean over the median
+    host_over_device: float  # median host wall time / median event time for the same calls
+    compile_s: float  # first call (compile, autotune, load), excluded from the numbers
+    checked_calls: int = 0  # timed calls whose output was compared with the reference
+
+
+class WorkloadResult(_Model):
+    name: str
+    smoke: bool
+    model: str = ""
+    params: dict[str, int | float | str | bool]
+    flops: float
+    bytes: float
+    correct: bool
+    trials: list[TrialResult]
+    timings: dict[str, Timing] = {}  # provider -> timing ("baseline", "candidate", "compile", ...)
+    speedup: dict[str, float] = {}  # provider -> baseline median / provider median
+    sol_ms: float | None = None
+    sol_fraction: dict[str, float] = {}  # provider -> SOL time / provider median
+    stop_reason: str = ""  # why timing stopped: "converged", "time budget", "max count"
+    findings: list[str] = []
+
+
+class Finding(_Model):
+    """Something a moderator should see: a static-scan hit, a forbidden op, a physics violation."""
+
+    kind: str
+    message: str
+    line: int | None = None
+
+
+class TaskResult(_Model):
+    slug: str
+    status: TaskStatus
+    error_code: str = ""
+    reason: str = ""
+    verdict: Verdict = "unjudged"
+    workloads: list[WorkloadResult] = []
+    findings: list[Finding] = []
+    aten_ops: list[str] = []  # ATen ops the candidate called during checked calls
+    autotune: dict[str, str] = {}  # kernel name -> winning config
+    wall_s: float = 0.0
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+
+
+class Fingerprint(_Model):
+    engine_version: str
+    python: str
+    torch: str
+    triton: str
+    platform: str
+    hostname_hash: str
+    gpu_name: str = ""
+    gpu_count: int = 0
+    sm_count: int = 0
+    l2_bytes: int = 0
+    memory_bytes: int = 0
+    driver: str = ""
+    cuda: str = ""
+    clocks_start: dict[str, str] = {}
+    clocks_end: dict[str, str] = {}
+
+
+class HardwareProfileRecord(_Model):
+    name: str
+    gpu_match: str
+    memory_bandwidth_gbs: float
+    peak_tflops: dict[str, float]
+    l2_flush_bytes: int
+    timing: bool
+
+
+class Candidate(_Model):
+    path: str
+    sha256: str
+    label: str = "candidate"
+
+
+class RunResult(_Model):
+    schema_version: Literal[1] = RESULT_SCHEMA_VERSION
+    engine_version: str
+    command: Literal["check", "bench"]
+    mode: Literal["gpu", "interpreter"]
+    timing_taken: bool
+    note: str = ""
+    started_at: str
+    finished_at: str
+    smoke: bool
+    candidate: Candidate
+    compare: list[str] = []
+    hardware: HardwareProfileRecord
+    fingerprint: Fingerprint
+    seed_schedule: dict[str, list[int]] = Field(default_factory=dict)  # revealed after the run
+    tasks: list[TaskResult]
+
+    @property
+    def all_correct(self) -> bool:
+        return bool(self.tasks) and all(t.status == "correct" for t in self.tasks)
+
+
+class ChildReport(_Model):
+    """One line on the child's result channel: progress, or the final task result."""
+
+    type: Literal["progress", "result"]
+    workload: str = ""
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    result: TaskResult | None = None
+    fingerprint: Fingerprint | None = None

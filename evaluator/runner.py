@@ -1,0 +1,265 @@
+"""The parent side of a run: one child process per task, a timeout, and the result assembled.
+
+The parent never imports the kernel under test. It draws the secret seed schedule, starts
+``python -m evaluator.child`` in a new session (so a timeout kills the whole process group,
+grandchildren included), drains the child's stdout and stderr into bounded buffers (a kernel
+that floods its output cannot fill memory or disk), reads JSON lines from a private pipe, and
+validates every line. A child that dies, hangs or exits without a valid report fails its task
+with a reason, and the next task runs in a fresh process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from evaluator import ENGINE_VERSION, errors, hardware
+from evaluator.result import Candidate, ChildReport, Fingerprint, RunResult, TaskResult
+from tasks.registry import REPO_ROOT, Task
+
+OUTPUT_CAP = 64 * 1024  # bytes of a child's stdout/stderr kept (the tail)
+REPORT_LINE_CAP = 8 * 2**20  # a single report line larger than this is a protocol error
+TIMING_SEEDS = 6  # extra seeds per workload for the rotated timing input sets
+
+
+@dataclass
+class RunOptions:
+    command: str = "check"  # "check" | "bench"
+    smoke: bool = False
+    compare: list[str] = field(default_factory=list)
+    timeout_s: float = 900.0
+    interpret: bool | None = None  # None: decide from whether a GPU is present
+    timing: dict[str, float] = field(default_factory=dict)
+    workloads: list[str] = field(default_factory=list)
+    label: str = "candidate"
+
+
+ProgressFn = Callable[[str, ChildReport], None]
+
+
+class _TailBuffer:
+    """Keeps the last ``cap`` bytes of a stream, counting what was dropped."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.data = bytearray()
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > self.cap:
+            cut = len(self.data) - self.cap
+            self.dropped += cut
+            del self.data[:cut]
+
+    def text(self) -> str:
+        prefix = f"[... {self.dropped} bytes dropped ...]\n" if self.dropped else ""
+        return prefix + self.data.decode("utf-8", errors="replace")
+
+
+def _drain(stream, buf: _TailBuffer) -> None:  # noqa: ANN001
+    for chunk in iter(lambda: stream.read(65536), b""):
+        buf.feed(chunk)
+
+
+def gpu_present() -> bool:
+    """True when CUDA devices are visible (without creating a context in the parent)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    try:
+        import torch
+
+        return torch.cuda.device_count() > 0
+    except Exception:  # noqa: BLE001 - no torch CUDA at all means no GPU
+        return False
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
+             seeds: dict[str, list[int]], on_progress: ProgressFn | None = None
+             ) -> tuple[TaskResult, Fingerprint | None]:
+    """Judge one task in a fresh child process."""
+    read_fd, write_fd = os.pipe()
+    job = {
+        "root": str(task.root), "slug": task.slug, "candidate": str(candidate), "command": opts.command,
+        "smoke": opts.smoke, "interpret": interpret, "seeds": seeds, "compare": opts.compare,
+        "result_fd": write_fd, "timing": opts.timing, "workloads": opts.workloads,
+    }
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONUNBUFFERED"] = "1"
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaluator.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, pass_fds=(write_fd,), env=env, cwd=str(task.root), start_new_session=True,
+    )
+    os.close(write_fd)
+    out_buf, err_buf = _TailBuffer(OUTPUT_CAP), _TailBuffer(OUTPUT_CAP)
+    drains = [threading.Thread(target=_drain, args=(s, b), daemon=True)
+              for s, b in ((proc.stdout, out_buf), (proc.stderr, err_buf))]
+    for t in drains:
+        t.start()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(job).encode())
+    proc.stdin.close()
+
+    final: ChildReport | None = None
+    protocol_error = ""
+    pending = b""
+    timed_out = False
+    deadline = started + opts.timeout_s
+    with os.fdopen(read_fd, "rb", buffering=0) as channel:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([channel], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = channel.read(65536)
+            if not chunk:
+                break
+            pending += chunk
+            if len(pending) > REPORT_LINE_CAP and b"\n" not in pending:
+                protocol_error = "a report line exceeded the size cap"
+                break
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    report = ChildReport.model_validate_json(line)
+                except ValidationError as exc:
+                    protocol_error = f"an invalid report arrived on the result channel: {exc.errors()[0]['msg']}"
+                    break
+                if report.type == "result":
+                    if final is not None:
+                        protocol_error = "more than one result arrived on the result channel"
+                        break
+                    final = report
+                elif on_progress:
+                    on_progress(task.slug, report)
+            if protocol_error:
+                break
+    if timed_out or protocol_error:
+        _kill_group(proc)
+    try:
+        returncode = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        returncode = proc.wait()
+    for t in drains:
+        t.join(timeout=5)
+    wall = time.perf_counter() - started
+    tails = {"stdout_tail": out_buf.text()[-8000:], "stderr_tail": err_buf.text()[-8000:], "wall_s": wall}
+
+    if timed_out:
+        return TaskResult(slug=task.slug, status="timeout", error_code=errors.USER_TIMEOUT,
+                          reason=f"no result within the {opts.timeout_s:.0f} s limit; the process group was killed",
+                          **tails), None
+    if protocol_error:
+        return TaskResult(slug=task.slug, status="error", error_code=errors.INFRA_PROTOCOL,
+                          reason=protocol_error, **tails), None
+    if final is None or final.result is None:
+        if returncode < 0:
+            sig = signal.Signals(-returncode).name
+            reason = f"the process died with {sig} before reporting"
+            code = errors.USER_CRASH
+        elif returncode == 0:
+            reason, code = "the process exited cleanly without reporting a result (an early exit?)", errors.USER_EXIT
+        else:
+            reason, code = f"the process exited with status {returncode} before reporting", errors.USER_CRASH
+        tail = err_buf.text().strip().splitlines()[-3:]
+        if tail:
+            reason += ": " + " | ".join(tail)[-1500:]
+        return TaskResult(slug=task.slug, status="crashed", error_code=code, reason=reason, **tails), None
+    result = final.result.model_copy(update=tails)
+    return result, final.fingerprint
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def seed_schedule(task: Task, smoke: bool, workloads: list[str]) -> dict[str, list[int]]:
+    """Secret per-run seeds: trials first, then the timing sets. Revealed in the result."""
+    n = task.spec.trials + TIMING_SEEDS
+    return {w.name: [secrets.randbits(62) for _ in range(n)] for w in task.workloads(smoke)
+            if not workloads or w.name in workloads}
+
+
+def _local_fingerprint() -> Fingerprint:
+    import platform
+    import socket
+
+    try:
+        import torch
+        import triton
+
+        tv, trv = torch.__version__, triton.__version__
+    except Exception:  # noqa: BLE001
+        tv = trv = "unavailable"
+    return Fingerprint(engine_version=ENGINE_VERSION, python=platform.python_version(), torch=tv, triton=trv,
+                       platform=platform.platform(),
+                       hostname_hash=hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12])
+
+
+def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptions,
+        on_progress: ProgressFn | None = None, on_task_done: Callable[[TaskResult], None] | None = None,
+        candidate_path: Path | None = None) -> RunResult:
+    """Judge ``tasks``, each against the kernel file ``candidate_for(task)``."""
+    interpret = (not gpu_present()) if opts.interpret is None else opts.interpret
+    smoke = opts.smoke or interpret  # the interpreter only ever runs the smoke workloads
+    opts = RunOptions(**{**opts.__dict__, "smoke": smoke})
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    results: list[TaskResult] = []
+    schedule: dict[str, list[int]] = {}
+    fp: Fingerprint | None = None
+    for task in tasks:
+        seeds = seed_schedule(task, smoke, opts.workloads)
+        schedule.update({f"{task.slug}/{k}": v for k, v in seeds.items()})
+        result, task_fp = run_task(task, candidate_for(task), opts, interpret, seeds, on_progress)
+        fp = fp or task_fp
+        results.append(result)
+        if on_task_done:
+            on_task_done(result)
+    fp = fp or _local_fingerprint()
+    profile = hardware.detect(fp.gpu_name or None) if not interpret else hardware.PROFILES["cpu-interpret"]
+    timing_taken = opts.command == "bench" and not interpret
+    note = ""
+    if interpret:
+        note = "no GPU: kernels ran in Triton's interpreter on the smoke workloads; no timing was taken"
+    elif opts.command == "check":
+        note = "correctness only; no timing was taken"
+    cand = candidate_path or (candidate_for(tasks[0]) if tasks else Path("-"))
+    return RunResult(
+        engine_version=ENGINE_VERSION, command=opts.command, mode="interpreter" if interpret else "gpu",
+        timing_taken=timing_taken, note=note, started_at=started,
+        finished_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), smoke=smoke,
+        candidate=Candidate(path=str(cand), sha256=file_sha256(cand) if cand.is_file() else "", label=opts.label),
+        compare=list(opts.compare), hardware=profile.record(), fingerprint=fp, seed_schedule=schedule,
+        tasks=results,
+    )

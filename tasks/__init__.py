@@ -1,0 +1,1 @@
+"""The task catalogue: one folder per task (spec, baseline), plus the loader in ``registry``."""

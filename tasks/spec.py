@@ -1,0 +1,217 @@
+"""The schema of ``tasks/<slug>/task.toml``: what a task declares, as typed models.
+
+One model per table of the file. Pydantic reports every problem of a file at once with the
+path of the field (``inputs.0.shape``), which is what the loader turns into
+``file: field: message`` lines. Rules that need the whole task (a shape naming a parameter
+that a workload does not bind, a formula that does not evaluate) live in ``registry.py``.
+The format is documented for task authors in ``docs/task-format.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tasks import formula
+
+SCHEMA_VERSION = 1
+
+#: dtype names a task may use, with their size in bytes.
+DTYPE_SIZES: dict[str, int] = {
+    "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8, "fp8e4m3": 1, "fp8e5m2": 1,
+    "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1,
+}
+FLOAT_DTYPES = {"bf16", "fp16", "fp32", "fp64", "fp8e4m3", "fp8e5m2"}
+
+CATEGORIES = (
+    "attention", "moe", "quantization", "norm-activation", "position", "other",
+    "sampling", "linear-algebra", "ssm-linear-attention",
+)
+
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$", max_length=64)]
+Ident = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
+ParamValue = int | float | str | bool
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a misspelt field must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Origin(_Strict):
+    """The real kernel the task is modelled on (facts carry over, code never does)."""
+
+    repo: str
+    path: str
+    symbol: str = ""
+    commit: str = ""
+
+
+class Init(_Strict):
+    """How the generic input generator fills a tensor."""
+
+    dist: Literal["normal", "uniform", "randint", "zeros", "ones", "arange"] = "normal"
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = 0.0
+    high: float = 1.0
+
+    @model_validator(mode="after")
+    def _check(self) -> Init:
+        if self.dist in ("uniform", "randint") and not self.high > self.low:
+            raise ValueError("high must be greater than low")
+        if self.dist == "normal" and self.std <= 0:
+            raise ValueError("std must be positive")
+        return self
+
+
+class TensorArg(_Strict):
+    """A tensor input: its shape is a list of integers or names of workload parameters."""
+
+    name: Ident
+    shape: list[int | str]
+    dtype: str
+    writable: bool = False
+    init: Init = Init()
+    doc: str = ""
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, shape: list[int | str]) -> list[int | str]:
+        for dim in shape:
+            if isinstance(dim, str):
+                formula.parse(dim)
+            elif dim < 0:
+                raise ValueError("a dimension cannot be negative")
+        return shape
+
+
+class ScalarArg(_Strict):
+    """A Python scalar passed to the entry point, taken from a workload parameter."""
+
+    name: Ident
+    param: Ident
+    doc: str = ""
+
+
+class Compare(_Strict):
+    """How one output is compared with the reference (EVALUATION.md, Correctness).
+
+    ``allclose``: every element within ``atol + rtol * |ref|``; ``normalized``:
+    ``max|out - ref| / max(1, max|ref|) <= tol``; ``exact``: bit-equal. Tolerances default to the
+    per-dtype table in ``evaluator/compare.py``; the keys here override them per dtype.
+    """
+
+    rule: Literal["allclose", "normalized", "exact"] = "allclose"
+    atol: dict[str, float] = {}
+    rtol: dict[str, float] = {}
+    tol: dict[str, float] = {}
+    eager_slack: float = Field(2.0, ge=1.0)
+
+    @field_validator("atol", "rtol", "tol")
+    @classmethod
+    def _dtypes(cls, table: dict[str, float]) -> dict[str, float]:
+        unknown = set(table) - set(DTYPE_SIZES)
+        if unknown:
+            raise ValueError(f"unknown dtype key(s): {', '.join(sorted(unknown))}")
+        if any(v < 0 for v in table.values()):
+            raise ValueError("tolerances cannot be negative")
+        return table
+
+
+class Output(_Strict):
+    """A returned tensor, in the order the entry point returns them."""
+
+    name: Ident
+    shape: list[int | str]
+    dtype: str
+    may_alias: Ident | None = None
+    compare: Compare = Compare()
+    doc: str = ""
+
+
+class Workload(_Strict):
+    """One concrete problem: parameters bound to the names used by shapes and formulas."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    model: str = ""
+    params: dict[str, ParamValue]
+    note: str = ""
+
+
+class Roofline(_Strict):
+    """FLOPs and minimal bytes as formulas; ``nbytes_<tensor>`` names are bound for you."""
+
+    flops: str | int
+    bytes: str | int
+    compute_dtype: str = "dtype"
+
+    @field_validator("flops", "bytes")
+    @classmethod
+    def _parse(cls, value: str | int) -> str | int:
+        if isinstance(value, str):
+            formula.parse(value)
+        return value
+
+
+class Reference(_Strict):
+    """Where the ground truth comes from.
+
+    ``function``: ``reference()`` in baseline.py; ``baseline_fp32``/``baseline_fp64``: the
+    baseline run on inputs upcast to that precision.
+    """
+
+    mode: Literal["function", "baseline_fp32", "baseline_fp64"] = "baseline_fp32"
+
+
+class Forbidden(_Strict):
+    """What a submission may not call: ATen ops (seen at run time) and Python names (static scan)."""
+
+    aten: list[str] = []
+    python: list[str] = []
+    reason: str = ""
+
+
+class TaskSpec(_Strict):
+    """Everything ``task.toml`` declares about one task."""
+
+    schema_version: Literal[1]
+    id: Annotated[str, Field(pattern=r"^T\d{2}$")]
+    slug: Slug
+    title: str = Field(min_length=3, max_length=120)
+    category: Literal[CATEGORIES]  # type: ignore[valid-type]
+    entry_point: Ident
+    summary: str = Field(min_length=20)
+    semantics: str = Field(min_length=20)
+    notes: str = ""
+    origin: list[Origin] = Field(min_length=1)
+    inputs: list[TensorArg] = Field(min_length=1)
+    scalars: list[ScalarArg] = []
+    outputs: list[Output] = Field(min_length=1)
+    reference: Reference = Reference()
+    roofline: Roofline
+    forbidden: Forbidden = Forbidden()
+    generator: Literal["generic", "custom"] = "generic"
+    trials: int = Field(3, ge=3, le=20)
+    workloads: list[Workload] = Field(min_length=1)
+    smoke: list[Workload] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> TaskSpec:
+        args = [a.name for a in self.inputs] + [s.name for s in self.scalars]
+        if len(set(args)) != len(args):
+            raise ValueError("input and scalar names must be unique")
+        outs = [o.name for o in self.outputs]
+        if len(set(outs)) != len(outs):
+            raise ValueError("output names must be unique")
+        for group in (self.workloads, self.smoke):
+            names = [w.name for w in group]
+            if len(set(names)) != len(names):
+                raise ValueError("workload names must be unique")
+        return self
+
+    def input_names(self) -> list[str]:
+        """Tensor inputs then scalars: the keyword arguments of the entry point."""
+        return [a.name for a in self.inputs] + [s.name for s in self.scalars]
