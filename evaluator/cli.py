@@ -132,7 +132,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_ceilings(args: argparse.Namespace) -> int:
     from evaluator.ceilings import measure
 
-    print(json.dumps(measure(), indent=2))
+    text = json.dumps(measure(), indent=2)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
     return 0
 
 
@@ -167,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write it to this file")
     p.set_defaults(func=cmd_schema)
     p = sub.add_parser("ceilings", help="measure memory bandwidth and dense matmul rates on this GPU")
+    p.add_argument("--output", help="also write them here (point $D2K_CEILINGS at it to use them for SOL)")
     p.set_defaults(func=cmd_ceilings)
     return parser
 

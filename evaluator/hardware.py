@@ -8,6 +8,9 @@ are never mixed. ``cpu-interpret`` judges correctness only and never yields a sp
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 from dataclasses import dataclass, field
 
 from evaluator.result import HardwareProfileRecord
@@ -40,6 +43,7 @@ class HardwareProfile:
         return HardwareProfileRecord(
             name=self.name, gpu_match=self.gpu_match, memory_bandwidth_gbs=self.memory_bandwidth_gbs,
             peak_tflops=dict(self.peak_tflops), l2_flush_bytes=self.l2_flush_bytes, timing=self.timing,
+            provenance=self.provenance,
         )
 
 
@@ -70,11 +74,36 @@ class UnknownHardware(LookupError):
     pass
 
 
+CEILINGS_ENV = "D2K_CEILINGS"
+
+
+def calibrated(profile: HardwareProfile, ceilings: dict) -> HardwareProfile:
+    """``profile`` with the ceilings measured on this node by ``python -m evaluator ceilings``."""
+    peaks = dict(profile.peak_tflops)
+    for dtype in ("bf16", "fp16"):
+        if f"{dtype}_matmul_TFLOPs" in ceilings:
+            peaks[dtype] = round(float(ceilings[f"{dtype}_matmul_TFLOPs"]), 1)
+    return dataclasses.replace(
+        profile, memory_bandwidth_gbs=round(float(ceilings["copy_GBps"]), 1), peak_tflops=peaks,
+        provenance=f"calibrated on this node: {ceilings.get('gpu', '?')}",
+    )
+
+
 def detect(gpu_name: str | None) -> HardwareProfile:
-    """The profile of the GPU named ``gpu_name`` (None: no GPU, the interpreter profile)."""
+    """The profile of the GPU named ``gpu_name`` (None: no GPU, the interpreter profile).
+
+    If ``$D2K_CEILINGS`` names a JSON file written by ``python -m evaluator ceilings --output``
+    on a GPU of the same name, its measured ceilings replace the profile's.
+    """
     if not gpu_name:
         return PROFILES["cpu-interpret"]
     for profile in PROFILES.values():
         if profile.gpu_match and profile.gpu_match in gpu_name:
+            path = os.environ.get(CEILINGS_ENV)
+            if path:
+                with open(path, encoding="utf-8") as fh:
+                    ceilings = json.load(fh)
+                if ceilings.get("gpu") == gpu_name:
+                    return calibrated(profile, ceilings)
             return profile
     raise UnknownHardware(f"no hardware profile matches GPU {gpu_name!r}; add one to evaluator/hardware.py")

@@ -287,8 +287,9 @@ class Judge:
                 mean_ms=statistics.fmean(s), min_ms=s[0], count=len(s), rel_stderr=stats.rel_stderr(s),
                 host_over_device=ratio, compile_s=compile_s[name], checked_calls=checked[name],
             )
-        del sets, work, refs, flush
-        torch.cuda.empty_cache()
+        sets.clear()
+        work.clear()
+        refs.clear()
         return result, reason, findings
 
 

@@ -76,7 +76,8 @@ def markdown(result: RunResult, command: str) -> str:
         f"{fp.driver}, {fp.sm_count} SMs, started {result.started_at}. SM clock at start/end: "
         f"{fp.clocks_start.get('clocks.sm', '?')}/{fp.clocks_end.get('clocks.sm', '?')} MHz. Ceilings used for "
         f"SOL (profile `{result.hardware.name}`): {result.hardware.memory_bandwidth_gbs:,.0f} GB/s, "
-        + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in result.hardware.peak_tflops.items()) + ".",
+        + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in result.hardware.peak_tflops.items())
+        + f" ({result.hardware.provenance}).",
         "",
         "Times are medians of device-event timings in µs (L2 flushed before every call, inputs rotated, "
         "providers interleaved); speedup is eager baseline / provider; SOL is the speed-of-light time over "

@@ -121,6 +121,7 @@ class HardwareProfileRecord(_Model):
     peak_tflops: dict[str, float]
     l2_flush_bytes: int
     timing: bool
+    provenance: str = ""
 
 
 class Candidate(_Model):

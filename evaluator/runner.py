@@ -10,6 +10,7 @@ with a reason, and the next task runs in a fresh process.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -198,10 +199,8 @@ def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def seed_schedule(task: Task, smoke: bool, workloads: list[str]) -> dict[str, list[int]]:

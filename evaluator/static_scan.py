@@ -70,9 +70,8 @@ def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = ()) 
             last = name.rsplit(".", 1)[-1]
             if last in forbidden:
                 findings.append(ScanFinding("forbidden", f"calls {name}, which this task forbids", node.lineno))
-        elif isinstance(node, ast.FunctionDef):
-            if any("jit" in ast.unparse(d) for d in node.decorator_list):
-                has_jit = True
+        elif isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            has_jit = True
     if not has_jit:
         findings.append(ScanFinding("no-kernel", "the file has no @triton.jit kernel", None))
     return findings

@@ -44,9 +44,10 @@ def parse(text: str) -> ast.Expression:
             raise FormulaError(f"{type(node).__name__} is not allowed in a formula")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
             raise FormulaError(f"constant {node.value!r} is not a number")
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS or node.keywords:
-                raise FormulaError(f"only {', '.join(sorted(_FUNCS))} may be called")
+        if isinstance(node, ast.Call) and (
+            not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS or node.keywords
+        ):
+            raise FormulaError(f"only {', '.join(sorted(_FUNCS))} may be called")
     return tree
 
 

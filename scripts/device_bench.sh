@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# One device call: measure the GPU's ceilings, then bench every task's expert kernel against the
+# eager baseline, torch.compile of the baseline and the expert again (the second timing of the
+# same kernel in the same run is the engine's run-to-run spread). Results land in $OUT.
+# Run through the device tool from the repository root, carrying the wheels in .whl:
+#   bash scripts/device_bench.sh [extra bench args...]
+set -uo pipefail
+: "${OUT:?run this on the device machine, where OUT is set}"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee "$OUT/nvidia-smi.txt"
+python3 -m evaluator ceilings --output "$OUT/ceilings.json" 2>&1 | tee "$OUT/log.txt"
+D2K_CEILINGS="$OUT/ceilings.json" python3 -m evaluator bench references --compare compile,expert \
+  --timeout 280 --json "$OUT/bench.json" --markdown "$OUT/bench.md" --quiet "$@" 2>&1 | tee -a "$OUT/log.txt"
+echo "bench exit: ${PIPESTATUS[0]}"
