@@ -116,7 +116,7 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
 
     root = Path(job.root)
     task = get_task(job.slug, root)
-    device = torch.device("cpu" if job.interpret else "cuda")
+    device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
     findings = [Finding(kind=f.kind, message=f.message, line=f.line)
                 for f in scan_file(Path(job.candidate), task.spec.forbidden.python)]
 
@@ -218,7 +218,7 @@ def main() -> int:
     started = time.perf_counter()
     import torch
 
-    device = torch.device("cpu" if job.interpret else "cuda")
+    device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
     fp = fingerprint(device)
     try:
         result = judge_task(job, reporter)

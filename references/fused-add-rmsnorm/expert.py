@@ -15,31 +15,41 @@ import triton.language as tl
 
 @triton.jit
 def _fused_add_rmsnorm_fwd_kernel(
-    x_ptr, res_ptr, w_ptr, stride_x, stride_r, H, eps,
-    BLOCK_H: tl.constexpr,
+    x_ptr, res_ptr, w_ptr, T, H, stride_x, stride_r, eps,
+    ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
     cols = tl.arange(0, BLOCK_H)
-    mask = cols < H
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0)
-    r = tl.load(res_ptr + row * stride_r + cols, mask=mask, other=0.0)
+    mask = (rows[:, None] < T) & (cols[None, :] < H)
+    x_ptrs = x_ptr + rows[:, None] * stride_x + cols[None, :]
+    r_ptrs = res_ptr + rows[:, None] * stride_r + cols[None, :]
+    x = tl.load(x_ptrs, mask=mask, other=0.0)
+    r = tl.load(r_ptrs, mask=mask, other=0.0)
     # The sum is rounded to the activation dtype first: that rounded value is the new residual
     # and the input of the norm (bit-exact with the eager add).
     s = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
-    tl.store(res_ptr + row * stride_r + cols, s, mask=mask)
+    tl.store(r_ptrs, s, mask=mask)
     sf = s.to(tl.float32)
-    mean_sq = tl.sum(sf * sf, axis=0) / H
+    mean_sq = tl.sum(sf * sf, axis=1) / H
     rstd = 1.0 / tl.sqrt(mean_sq + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    tl.store(x_ptr + row * stride_x + cols, (sf * rstd * w).to(x.dtype), mask=mask)
+    w = tl.load(w_ptr + cols, mask=cols < H, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    tl.store(x_ptrs, (sf * rstd[:, None] * w[None, :]).to(x.dtype), mask=mask)
 
 
-def _launch_config(H: int) -> tuple[int, int]:
-    """Block covering the whole row; warps so that each thread holds 8-16 elements per tensor
-    (16-byte vectors for bf16). Chosen on the H200 for H in 4096..8192."""
+#: (rows per program, warps) by padded row length, from a sweep on the H200 (2026-12-02,
+#: docs/results/tune-norm-act-h200.txt): for 4096, two rows per program with 8 warps beat one
+#: row by 8%; for 8192 (H = 8192 and 7168) one row with 4 warps was best or within 1%.
+LAUNCH_TABLE: dict[int, tuple[int, int]] = {4096: (2, 8), 8192: (1, 4)}
+
+
+def _launch_config(H: int) -> tuple[int, int, int]:
+    """(rows per program, block covering the whole row, warps).
+
+    Warps so that each thread holds 8-16 elements per tensor (16-byte vectors for bf16).
+    """
     block = triton.next_power_of_2(H)
-    num_warps = max(4, min(16, block // 512))
-    return block, num_warps
+    rows, num_warps = LAUNCH_TABLE.get(block, (1, max(4, min(16, block // 512))))
+    return rows, block, num_warps
 
 
 def fused_add_rmsnorm(
@@ -54,10 +64,10 @@ def fused_add_rmsnorm(
     if x.stride(1) != 1 or residual.stride(1) != 1 or not weight.is_contiguous():
         raise ValueError("rows of x and residual, and weight, must be contiguous")
     T, H = x.shape
-    block, num_warps = _launch_config(H)
+    rows, block, num_warps = _launch_config(H)
     if T > 0:
-        _fused_add_rmsnorm_fwd_kernel[(T,)](
-            x, residual, weight, x.stride(0), residual.stride(0), H, eps,
-            BLOCK_H=block, num_warps=num_warps,
+        _fused_add_rmsnorm_fwd_kernel[(triton.cdiv(T, rows),)](
+            x, residual, weight, T, H, x.stride(0), residual.stride(0), eps,
+            ROWS=rows, BLOCK_H=block, num_warps=num_warps,
         )
     return x, residual

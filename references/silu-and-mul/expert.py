@@ -13,7 +13,6 @@ import triton
 import triton.language as tl
 
 
-
 @triton.jit
 def _silu_and_mul_fwd_kernel(
     x_ptr, out_ptr, T, d, stride_x, stride_o,
@@ -31,16 +30,20 @@ def _silu_and_mul_fwd_kernel(
 
 
 def _launch_config(d: int) -> tuple[int, int, int]:
-    """Column block: the largest power of two up to 2048 that divides d (no masked lanes), else
-    the next power of two; rows per program so a program moves about 4096 outputs. Warps so each
-    thread handles 16-byte vectors. Chosen on the H200 for d in {768, 14336, 28672}."""
+    """(rows per program, column block, warps).
+
+    Column block: the largest power of two up to 2048 that divides d (no masked lanes), else the
+    next power of two. A sweep on the H200 (2026-12-02, docs/results/tune-norm-act-h200.txt)
+    put one row of 2048 columns with 8 warps within 1% of the best for d = 14336 and 28672, and
+    two rows of 256 with 4 warps within 1% of the best for d = 768.
+    """
     block_d = 2048
     while block_d > 128 and d % block_d:
         block_d //= 2
     if d % block_d:
         block_d = min(2048, triton.next_power_of_2(d))
-    rows = max(1, 4096 // block_d)
-    num_warps = 8 if rows * block_d >= 4096 else 4
+    rows = 1 if block_d >= 2048 else 2
+    num_warps = 8 if rows * block_d >= 2048 else 4
     return rows, block_d, num_warps
 
 
