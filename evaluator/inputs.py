@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from tasks import formula
 from tasks.registry import Task
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
@@ -37,10 +38,17 @@ def make_inputs(task: Task, params: Mapping[str, Any], seed: int, device: torch.
         for arg in task.spec.inputs:
             shape = task.shape_of(arg.shape, params)
             dtype = TORCH_DTYPES[task.dtype_of(arg.dtype, params)]
-            inputs[arg.name] = _fill(shape, dtype, arg.init, gen, device)
+            inputs[arg.name] = _fill(shape, dtype, _resolve_init(arg.init, params), gen, device)
     for s in task.spec.scalars:
         inputs[s.name] = params[s.param]
     return inputs
+
+
+def _resolve_init(init: Any, params: Mapping[str, Any]) -> Any:
+    """The init with any formula fields evaluated against the workload's parameters."""
+    numeric = {k: v for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    values = {f: float(formula.evaluate(getattr(init, f), numeric)) for f in ("mean", "std", "low", "high")}
+    return init.model_copy(update=values)
 
 
 def _fill(shape: tuple[int, ...], dtype: torch.dtype, init: Any, gen: torch.Generator,

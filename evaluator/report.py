@@ -52,7 +52,7 @@ def print_result(result: RunResult, console: Console) -> None:
     console.print(terminal_table(result))
     for t in result.tasks:
         if t.status != "correct":
-            console.print(f"[red]{t.slug}: {t.status} ({t.error_code})[/red] {t.reason}")
+            console.print(f"[red]{t.slug}: {t.status} ({t.error_code})[/red] {t.reason}", soft_wrap=True)
         for f in t.findings:
             line = f" (line {f.line})" if f.line else ""
             console.print(f"[yellow]{t.slug}: finding[/yellow] {f.kind}{line}: {f.message}")
@@ -60,7 +60,7 @@ def print_result(result: RunResult, console: Console) -> None:
             for f in w.findings:
                 console.print(f"[yellow]{t.slug}/{w.name}:[/yellow] {f}")
     if result.note:
-        console.print(f"[bold]{result.note}[/bold]")
+        console.print(f"[bold]{result.note}[/bold]", soft_wrap=True)
 
 
 def markdown(result: RunResult, command: str) -> str:

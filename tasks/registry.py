@@ -209,6 +209,10 @@ def _check_tensor(task: Task, arg: object, params: Mapping[str, object], where: 
     try:
         task.dtype_of(arg.dtype, params)  # type: ignore[attr-defined]
         task.shape_of(arg.shape, params)  # type: ignore[attr-defined]
+        init = getattr(arg, "init", None)
+        if init is not None:
+            for name in ("mean", "std", "low", "high"):
+                formula.evaluate(getattr(init, name), _numeric(params))
     except formula.FormulaError as exc:
         problems.append(Problem(rel, where, str(exc)))
 

@@ -53,16 +53,24 @@ class Init(_Strict):
     """How the generic input generator fills a tensor."""
 
     dist: Literal["normal", "uniform", "randint", "zeros", "ones", "arange"] = "normal"
-    mean: float = 0.0
-    std: float = 1.0
-    low: float = 0.0
-    high: float = 1.0
+    mean: float | str = 0.0
+    std: float | str = 1.0  # a number, or a formula of workload parameters
+    low: float | str = 0.0
+    high: float | str = 1.0
+
+    @field_validator("mean", "std", "low", "high")
+    @classmethod
+    def _formula(cls, value: float | str) -> float | str:
+        if isinstance(value, str):
+            formula.parse(value)
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Init:
-        if self.dist in ("uniform", "randint") and not self.high > self.low:
+        numbers = all(isinstance(v, (int, float)) for v in (self.low, self.high))
+        if self.dist in ("uniform", "randint") and numbers and not self.high > self.low:
             raise ValueError("high must be greater than low")
-        if self.dist == "normal" and self.std <= 0:
+        if self.dist == "normal" and isinstance(self.std, (int, float)) and self.std <= 0:
             raise ValueError("std must be positive")
         return self
 

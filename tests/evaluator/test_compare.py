@@ -1,0 +1,64 @@
+"""The comparison rules of evaluator/compare.py on hand-made tensors."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from evaluator import compare
+from tasks.spec import Compare
+
+
+def test_allclose_ratio_and_worst_element():
+    ref = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    got = ref.clone()
+    got[1, 0] += 0.05
+    out = compare.error_ratio(got, ref, "bf16", Compare(rule="allclose"))
+    # allowed at 3.0: 1e-2 + 1e-2 * 3 = 0.04, error 0.05 -> ratio 1.25
+    assert math.isclose(out.ratio, 1.25, rel_tol=1e-5)
+    assert out.worst_index == (1, 0)
+
+
+def test_per_dtype_tolerance_override():
+    ref = torch.zeros(4)
+    got = torch.full((4,), 0.02)
+    assert compare.error_ratio(got, ref, "bf16", Compare()).ratio > 1
+    assert compare.error_ratio(got, ref, "bf16", Compare(atol={"bf16": 0.05})).ratio < 1
+
+
+def test_nan_where_reference_is_finite_fails():
+    ref = torch.ones(3)
+    got = torch.tensor([1.0, float("nan"), 1.0])
+    out = compare.error_ratio(got, ref, "fp32", Compare())
+    assert out.ratio == math.inf and out.rule == "nan" and out.worst_index == (1,)
+
+
+def test_matching_inf_passes_and_mismatched_inf_fails():
+    ref = torch.tensor([float("-inf"), 1.0])
+    assert compare.error_ratio(ref.clone(), ref, "fp32", Compare()).ratio == 0
+    assert compare.error_ratio(torch.tensor([0.0, 1.0]), ref, "fp32", Compare()).rule == "nan"
+
+
+def test_exact_rule_counts_mismatches():
+    ref = torch.arange(10, dtype=torch.int32)
+    got = ref.clone()
+    got[7] = 0
+    out = compare.error_ratio(got, ref, "int32", Compare(rule="exact"))
+    assert out.ratio == math.inf and "1 of 10" in out.message and out.worst_index == (7,)
+    assert compare.error_ratio(ref.clone(), ref, "int32", Compare(rule="exact")).ratio == 0
+
+
+def test_normalized_error_scales_with_reference_magnitude():
+    ref = torch.tensor([100.0, -50.0])
+    got = ref + torch.tensor([1.0, 0.0])
+    out = compare.error_ratio(got, ref, "bf16", Compare(rule="normalized"))
+    assert math.isclose(out.ratio, (1.0 / 100.0) / 2e-2, rel_tol=1e-6)
+
+
+def test_eager_slack_never_tightens():
+    rule = Compare()
+    assert compare.allowed_ratio(rule, None) == 1.0
+    assert compare.allowed_ratio(rule, 0.2) == 1.0
+    assert compare.allowed_ratio(rule, 0.8) == 1.6
+    assert compare.allowed_ratio(rule, math.inf) == 1.0

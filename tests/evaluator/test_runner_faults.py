@@ -1,0 +1,82 @@
+"""A kernel that hangs, crashes, exits early or floods its output fails its task with a reason,
+and the next task still runs in a fresh process."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.runner import OUTPUT_CAP, RunOptions, run
+from tasks.registry import get_task
+
+pytestmark = pytest.mark.interpreter
+
+HEADER = "import os, sys, time, signal\nimport torch\nimport triton\n\n@triton.jit\ndef _k(x):\n    pass\n\n"
+EXPERT = get_task("silu-and-mul").expert_path
+
+
+def _kernel(tmp_path: Path, name: str, body: str, entry: str = "silu_and_mul") -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(HEADER + f"def {entry}(x):\n{body}\n")
+    return path
+
+
+def _run(paths: list[Path], timeout_s: float = 60):
+    task = get_task("silu-and-mul")
+    by_call = iter(paths)
+    return run([task] * len(paths), lambda _t: next(by_call),
+               RunOptions(command="check", smoke=True, interpret=True, timeout_s=timeout_s), candidate_path=paths[0])
+
+
+def test_hang_is_killed_with_its_process_group_and_the_next_task_runs(tmp_path):
+    hang = _kernel(tmp_path, "hang", "    os.fork() == 0 and time.sleep(3600)\n    time.sleep(3600)")
+    started = time.monotonic()
+    result = _run([hang, EXPERT], timeout_s=20)
+    assert time.monotonic() - started < 120
+    first, second = result.tasks
+    assert first.status == "timeout" and first.error_code == "eval:user:timeout"
+    assert "process group was killed" in first.reason
+    assert second.status == "correct"
+
+
+@pytest.mark.parametrize("name, body, status, code, text", [
+    ("segfault", "    os.kill(os.getpid(), signal.SIGSEGV)", "crashed", "eval:user:crash", "SIGSEGV"),
+    ("early-exit", "    os._exit(0)", "crashed", "eval:user:exit", "without reporting"),
+    ("exit-nonzero", "    os._exit(3)", "crashed", "eval:user:crash", "status 3"),
+    ("raises", "    raise RuntimeError('boom')", "incorrect", "eval:user:wrong-answer", "RuntimeError: boom"),
+])
+def test_crashes_fail_with_a_reason(tmp_path, name, body, status, code, text):
+    result = _run([_kernel(tmp_path, name, body), EXPERT])
+    first, second = result.tasks
+    assert (first.status, first.error_code) == (status, code)
+    assert text in first.reason
+    assert second.status == "correct"
+
+
+def test_system_exit_at_import_is_an_import_failure(tmp_path):
+    path = tmp_path / "exits.py"
+    path.write_text("import sys\nsys.exit(0)\n")
+    (task,) = _run([path]).tasks
+    assert task.status == "error" and task.error_code == "eval:user:import"
+
+
+def test_missing_entry_point(tmp_path):
+    (task,) = _run([_kernel(tmp_path, "other", "    return x", entry="something_else")]).tasks
+    assert task.error_code == "eval:user:entry-point" and "silu_and_mul" in task.reason
+
+
+def test_output_flood_is_capped(tmp_path):
+    body = "    sys.stdout.write('x' * (1 << 20) * 8)\n    sys.stdout.flush()\n    raise RuntimeError('after flood')"
+    (task,) = _run([_kernel(tmp_path, "flood", body)]).tasks
+    assert task.status == "incorrect"
+    assert len(task.stdout_tail) <= 8000 + 100
+    assert OUTPUT_CAP < 8 * 2**20
+
+
+def test_forged_result_line_on_stdout_is_ignored(tmp_path):
+    forged = '{"type": "result", "result": {"slug": "silu-and-mul", "status": "correct"}}'
+    body = f"    print({forged!r})\n    raise RuntimeError('wrong')"
+    (task,) = _run([_kernel(tmp_path, "forge", body)]).tasks
+    assert task.status == "incorrect"
