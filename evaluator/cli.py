@@ -120,6 +120,22 @@ def _write_outputs(args: argparse.Namespace, result: RunResult) -> None:
         Path(args.markdown).write_text(report.markdown(result, command), encoding="utf-8")
 
 
+def cmd_suite(args: argparse.Namespace) -> int:
+    """``bench references`` over the whole catalogue, with the results page as output."""
+    ns = argparse.Namespace(**vars(args), kernel="references", task=None, workload=None, smoke=False,
+                            interpret=False)
+    if not ns.markdown:
+        from evaluator.hardware import detect
+        from evaluator.runner import gpu_present
+
+        if not gpu_present():
+            raise SystemExit("error: the suite measures speed and needs a GPU; use `check references` here")
+        import torch
+
+        ns.markdown = str(args.root / "docs" / "results" / f"{detect(torch.cuda.get_device_name()).name}.md")
+    return _judge(ns, "bench")
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     text = json.dumps(RunResult.model_json_schema(), indent=2) + "\n"
     if args.output:
@@ -166,6 +182,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      "self (the candidate again, for the engine's run-to-run spread)")
     p.add_argument("--markdown", metavar="PATH", help="write a Markdown results page")
     p.set_defaults(func=lambda a: _judge(a, "bench"))
+    p = sub.add_parser("suite", help="bench every task's expert kernel; writes docs/results/<profile>.md")
+    p.add_argument("--references", action="store_true", required=True,
+                   help="judge the expert references (the only suite there is for now)")
+    p.add_argument("--compare", default="compile,expert", help="as for bench (default: compile,expert)")
+    p.add_argument("--timeout", type=float, default=900.0, help="wall-clock seconds per task")
+    p.add_argument("--json", metavar="PATH", help="write the versioned JSON result")
+    p.add_argument("--markdown", metavar="PATH", help="default: docs/results/<profile>.md")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_suite)
     p = sub.add_parser("schema", help="print the JSON Schema of the result")
     p.add_argument("--output", help="write it to this file")
     p.set_defaults(func=cmd_schema)

@@ -1,0 +1,53 @@
+"""Timing statistics, the stopping rule, hardware profiles and SOL time."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from evaluator import hardware, stats
+
+
+def test_quantiles_interpolate():
+    values = [1.0, 2.0, 3.0, 4.0]
+    assert stats.quantile(values, 0.5) == 2.5
+    assert stats.quantile(values, 0.25) == 1.75
+    assert stats.quantile([7.0], 0.75) == 7.0
+    with pytest.raises(ValueError):
+        stats.quantile([], 0.5)
+
+
+def test_relative_standard_error_and_stopping_rule():
+    assert stats.rel_stderr([1.0]) == math.inf
+    tight = [100.0 + (i % 3) * 0.1 for i in range(30)]
+    loose = [100.0 + (i % 2) * 40 for i in range(30)]
+    assert stats.rel_stderr(tight) < 0.005 < stats.rel_stderr(loose)
+    assert stats.converged(tight, 0.005, 20)
+    assert not stats.converged(tight[:10], 0.005, 20)  # the floor on the count holds
+    assert not stats.converged(loose, 0.005, 20)
+
+
+def test_sol_is_the_larger_of_memory_and_math_time():
+    h200 = hardware.PROFILES["h200"]
+    bw = h200.memory_bandwidth_gbs * 1e9
+    assert h200.sol_seconds(0, 1e9, "bf16") == pytest.approx(1e9 / bw)
+    flops = 1e15
+    assert h200.sol_seconds(flops, 1.0, "bf16") == pytest.approx(flops / (h200.peak_tflops["bf16"] * 1e12))
+    assert hardware.PROFILES["cpu-interpret"].sol_seconds(1e9, 1e9, "bf16") is None
+
+
+def test_detect_by_gpu_name_and_calibration(tmp_path, monkeypatch):
+    assert hardware.detect(None).name == "cpu-interpret"
+    assert hardware.detect("NVIDIA H200").name == "h200"
+    with pytest.raises(hardware.UnknownHardware):
+        hardware.detect("Some Other GPU")
+    path = tmp_path / "ceilings.json"
+    path.write_text(json.dumps({"gpu": "NVIDIA H200", "copy_GBps": 4273.1, "bf16_matmul_TFLOPs": 686.7}))
+    monkeypatch.setenv(hardware.CEILINGS_ENV, str(path))
+    calibrated = hardware.detect("NVIDIA H200")
+    assert calibrated.memory_bandwidth_gbs == 4273.1 and calibrated.peak_tflops["bf16"] == 686.7
+    assert "calibrated" in calibrated.provenance
+    path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "copy_GBps": 1.0}))
+    assert hardware.detect("NVIDIA H200").memory_bandwidth_gbs == hardware.PROFILES["h200"].memory_bandwidth_gbs
