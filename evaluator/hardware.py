@@ -51,10 +51,12 @@ PROFILES: dict[str, HardwareProfile] = {
     "h200": HardwareProfile(
         name="h200",
         gpu_match="H200",
-        # Measured 2026-12-02 on the lent H200 (docs/results/h200.md: ceilings section).
-        memory_bandwidth_gbs=4100.0,
-        peak_tflops={"bf16": 690.0, "fp16": 690.0, "fp32": 60.0, "fp8e4m3": 1220.0, "int8": 1220.0},
-        provenance="GPU-NOTES.md ceilings (copy 4 GiB; torch bf16 and fp8 matmul 8192^3), 2026-12-02",
+        # `python -m evaluator ceilings` on the lent H200, 2026-12-02 (docs/results/h200-ceilings.json):
+        # copy 4,273 GB/s, torch bf16 matmul 687 TFLOP/s, fp16 656. fp8/int8 from GPU-NOTES.md
+        # (torch _scaled_mm 8192^3, same day); fp32 is the datasheet's non-tensor rate, unmeasured.
+        memory_bandwidth_gbs=4273.0,
+        peak_tflops={"bf16": 687.0, "fp16": 656.0, "fp32": 67.0, "fp8e4m3": 1220.0, "int8": 1220.0},
+        provenance="measured on an H200 by `python -m evaluator ceilings`, 2026-12-02",
     ),
     "h100": HardwareProfile(
         name="h100",
