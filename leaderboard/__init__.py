@@ -1,0 +1,1 @@
+"""Leaderboard app: task pages and, later, aggregated published results."""

@@ -1,0 +1,85 @@
+"""Tasks and workloads as synced from the task tree (``tasks/``, ``references/``, ``guidance/``).
+
+The files are the source of truth; these rows are a copy for the pages and for joining results.
+Only ``leaderboard.services`` writes them.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from leaderboard.constants import VerificationStatus
+
+
+class Task(models.Model):
+    """One benchmark task, as last synced from its files."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    task_id = models.CharField("task id", max_length=8, help_text="T15, T16, ...")
+    title = models.CharField(max_length=120)
+    category = models.CharField(max_length=40)
+    entry_point = models.CharField(max_length=64)
+    summary = models.TextField()
+    semantics = models.TextField()
+    notes = models.TextField(blank=True)
+    spec_json = models.JSONField(help_text="the validated task.toml, as JSON")
+    guidance_l1 = models.TextField("L1 guidance (algorithm)")
+    guidance_l2 = models.TextField("L2 guidance (dataflow)")
+    guidance_l3 = models.TextField("L3 guidance (low-level technique)")
+    content_sha256 = models.CharField(max_length=64, help_text="sha256 over the task's files")
+    synced_at = models.DateTimeField(help_text="when a sync last changed this row")
+    retired = models.BooleanField(default=False, help_text="gone from the task tree; kept for history")
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    verification_status = models.CharField(
+        max_length=16, choices=VerificationStatus.choices, default=VerificationStatus.UNVERIFIED
+    )
+    verification_mode = models.CharField(max_length=16, blank=True, help_text="gpu or interpreter")
+    verification_reason = models.TextField(blank=True)
+    verification_at = models.DateTimeField(null=True, blank=True)
+    verification_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="content_sha256 of the files that were verified"
+    )
+
+    class Meta:
+        ordering = ["task_id", "slug"]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.slug}"
+
+    @property
+    def verification_is_stale(self) -> bool:
+        """True when the files changed after the last finished verification."""
+        return bool(self.verification_sha256) and self.verification_sha256 != self.content_sha256
+
+    @property
+    def guidance(self) -> dict[str, str]:
+        return {"L1": self.guidance_l1, "L2": self.guidance_l2, "L3": self.guidance_l3}
+
+
+class Workload(models.Model):
+    """A concrete problem size of a task; ``smoke`` ones are the small interpreter workloads."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="workloads")
+    name = models.CharField(max_length=64)
+    smoke = models.BooleanField(default=False)
+    position = models.PositiveIntegerField(help_text="order in task.toml")
+    model = models.CharField(max_length=120, blank=True)
+    note = models.TextField(blank=True)
+    params = models.JSONField()
+    flops = models.FloatField()
+    bytes = models.FloatField(help_text="minimal bytes moved")
+    shapes = models.JSONField(help_text="[{name, role, shape, dtype}] for every input and output tensor")
+
+    class Meta:
+        ordering = ["task", "smoke", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "smoke", "name"], name="unique_workload_name_per_task"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task.slug}/{'smoke/' if self.smoke else ''}{self.name}"
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else 0.0

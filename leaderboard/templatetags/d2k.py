@@ -1,0 +1,43 @@
+"""Template filters: safe Markdown and engineering-notation numbers.
+
+Markdown is rendered by markdown-it-py with raw HTML disabled (any ``<script>`` in a file is
+shown as text) and its default link validation (no ``javascript:`` or ``data:`` links), so the
+output can be marked safe. Task files are ours, but task pages must stay safe if one is wrong.
+"""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+
+register = template.Library()
+
+_md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    """Render Markdown to HTML with raw HTML escaped."""
+    return mark_safe(_md.render(text or ""))  # noqa: S308 - html=False escapes every raw tag
+
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+@register.filter
+def si(value: float | int | None, unit: str = "") -> str:
+    """``335544320`` -> ``335.5 M`` (with ``unit`` appended): FLOPs and bytes at a glance."""
+    if value is None:
+        return "-"
+    v = float(value)
+    for scale, prefix in _PREFIXES:
+        if abs(v) >= scale:
+            return f"{v / scale:.1f} {prefix}{unit}"
+    return f"{v:g} {unit}".rstrip()
+
+
+@register.filter
+def shape(dims: list[int]) -> str:
+    """``[16384, 4096]`` -> ``16384 × 4096``; a scalar tensor shows as ``()``."""
+    return " × ".join(str(d) for d in dims) if dims else "()"

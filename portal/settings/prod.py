@@ -1,0 +1,18 @@
+"""Production: refuses the default secret key, DEBUG off, secure cookies and HSTS."""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.settings.base import *  # noqa: F403
+from portal.settings.base import INSECURE_SECRET_KEY, SECRET_KEY, env_bool, env_int
+
+if not SECRET_KEY or SECRET_KEY == INSECURE_SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set to a private value in production")
+
+DEBUG = env_bool("DEBUG", False)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = False
