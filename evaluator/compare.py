@@ -82,6 +82,16 @@ def error_ratio(got: torch.Tensor, ref: torch.Tensor, dtype: str, rule: Compare)
     atol_d, rtol_d = ALLCLOSE_DEFAULTS.get(dtype, (1e-2, 1e-2))
     atol, rtol = rule.atol.get(dtype, atol_d), rule.rtol.get(dtype, rtol_d)
     per_elem = diff / (atol + rtol * r.abs().nan_to_num(0.0))
+    if rule.rule == "match_rate":
+        off = per_elem > 1.0
+        miss = float(off.double().mean())
+        allowed_miss = 1.0 - rule.min_match
+        ratio = miss / allowed_miss if allowed_miss > 0 else (0.0 if miss == 0 else math.inf)
+        flat = int(per_elem.flatten().argmax())
+        return Outcome(ratio, "match-rate",
+                       f"{int(off.sum())} of {got.numel()} elements ({miss:.3%}) outside atol {atol:g} + rtol {rtol:g}; "
+                       f"at most {allowed_miss:.3%} may be",
+                       _unravel(flat, got.shape), float(g.flatten()[flat]), float(r.flatten()[flat]))
     flat = int(per_elem.flatten().argmax())
     ratio = float(per_elem.flatten()[flat])
     return Outcome(ratio, "tolerance", f"max |got - ref| / (atol + rtol*|ref|) = {ratio:.3g} (atol {atol:g}, rtol {rtol:g})",

@@ -104,9 +104,24 @@ class Judge:
     def reference_outputs(self, inputs: Inputs, params: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
         mode = self.task.spec.reference.mode
         if mode == "function":
-            return as_outputs(self.sides.reference(**clone_inputs(inputs)))
-        dtype = torch.float64 if mode == "baseline_fp64" else torch.float32
-        return as_outputs(self.sides.baseline(**upcast(clone_inputs(inputs), dtype)))
+            outs = as_outputs(self.sides.reference(**clone_inputs(inputs)))
+        else:
+            dtype = torch.float64 if mode == "baseline_fp64" else torch.float32
+            outs = as_outputs(self.sides.baseline(**upcast(clone_inputs(inputs), dtype)))
+        return self.canonical(outs, inputs, params)
+
+    def canonical(self, outs: tuple[Any, ...], inputs: Inputs, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The task's ``canonicalize`` hook (task.toml ``canonicalize = true``), or the outputs as they are.
+
+        ``inputs`` are the pristine inputs of the call: a candidate may have overwritten its own.
+        """
+        if not self.task.spec.canonicalize:
+            return outs
+        canon = as_outputs(self.baseline_module.canonicalize(tuple(outs), clone_inputs(inputs), dict(params)))
+        if len(canon) != len(self.task.spec.outputs):
+            raise RuntimeError(f"{self.task.slug}: canonicalize() returned {len(canon)} tensors, "
+                               f"the task has {len(self.task.spec.outputs)} outputs")
+        return canon
 
     def _output_dtype(self, i: int, params: Mapping[str, Any]) -> str:
         return self.task.dtype_of(self.task.spec.outputs[i].dtype, params)
@@ -140,6 +155,11 @@ class Judge:
         for arg in spec.inputs:
             if not arg.writable and not _bits_equal(cand_inputs[arg.name], pristine[arg.name]):
                 return _fail("read-only", arg.name, "a read-only input was modified"), ratios
+        try:
+            outs = self.canonical(outs, pristine, params)
+        except Exception as exc:  # outputs of the right shape and dtype can still be nonsense
+            return _fail("canonicalize", "", f"outputs could not be put in canonical form: "
+                                             f"{type(exc).__name__}: {exc}"[:2000]), ratios
         for i, (out, decl) in enumerate(zip(outs, spec.outputs, strict=True)):
             outcome = compare.error_ratio(out, ref[i], self._output_dtype(i, params), decl.compare)
             limit = allowed[i] if allowed else 1.0
@@ -157,7 +177,7 @@ class Judge:
     def baseline_allowance(self, inputs: Inputs, ref: tuple[torch.Tensor, ...],
                            params: Mapping[str, Any]) -> list[float]:
         """Per output: the ratio the candidate may reach, from eager's own error (TASKS.md 0.5)."""
-        outs = as_outputs(self.sides.baseline(**clone_inputs(inputs)))
+        outs = self.canonical(as_outputs(self.sides.baseline(**clone_inputs(inputs))), inputs, params)
         allowed = []
         for i, decl in enumerate(self.task.spec.outputs):
             base = compare.error_ratio(outs[i], ref[i], self._output_dtype(i, params), decl.compare)
@@ -253,6 +273,16 @@ class Judge:
             for i in range(cfg.warmup - 1):
                 call(name, (i + 1) % n_sets, False)
 
+        peak: dict[str, int] = {}
+        if self.task.spec.peak_memory:
+            for name in providers:
+                torch.cuda.synchronize(dev)
+                before = torch.cuda.memory_allocated(dev)
+                torch.cuda.reset_peak_memory_stats(dev)
+                out = call(name, 0, False)[2]
+                peak[name] = max(0, torch.cuda.max_memory_allocated(dev) - before)
+                del out
+
         spent_ms = 0.0
         reason = "max count"
         order = list(providers)
@@ -297,6 +327,7 @@ class Judge:
                 median_ms=med, q1_ms=stats.quantile(s, 0.25), q3_ms=stats.quantile(s, 0.75),
                 mean_ms=statistics.fmean(s), min_ms=s[0], count=len(s), rel_stderr=stats.rel_stderr(s),
                 host_over_device=ratio, compile_s=compile_s[name], checked_calls=checked[name],
+                peak_mem_bytes=peak.get(name),
             )
         sets.clear()
         work.clear()

@@ -54,6 +54,7 @@ class Timing(_Model):
     host_over_device: float  # median host wall time / median event time for the same calls
     compile_s: float  # first call (compile, autotune, load), excluded from the numbers
     checked_calls: int = 0  # timed calls whose output was compared with the reference
+    peak_mem_bytes: int | None = None  # device memory the call allocated at its peak (peak_memory tasks)
 
 
 class WorkloadResult(_Model):

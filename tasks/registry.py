@@ -249,6 +249,8 @@ def _validate_task(task: Task, root: Path, problems: list[Problem]) -> None:
             needed.add("reference")
         if spec.generator == "custom":
             needed.add("make_inputs")
+        if spec.canonicalize:
+            needed.add("canonicalize")
         for name in sorted(needed - funcs):
             problems.append(Problem(rel, name, f"must define a top-level function {name}()"))
     expert = _python_defs(task.expert_path, root, problems)

@@ -108,11 +108,14 @@ class Compare(_Strict):
     """How one output is compared with the reference (EVALUATION.md, Correctness).
 
     ``allclose``: every element within ``atol + rtol * |ref|``; ``normalized``:
-    ``max|out - ref| / max(1, max|ref|) <= tol``; ``exact``: bit-equal. Tolerances default to the
+    ``max|out - ref| / max(1, max|ref|) <= tol``; ``exact``: bit-equal; ``match_rate``: at least
+    ``min_match`` of the elements within ``atol + rtol * |ref|`` (quantized codes, where a value on
+    a rounding boundary may legitimately land on either neighbour). Tolerances default to the
     per-dtype table in ``evaluator/compare.py``; the keys here override them per dtype.
     """
 
-    rule: Literal["allclose", "normalized", "exact"] = "allclose"
+    rule: Literal["allclose", "normalized", "exact", "match_rate"] = "allclose"
+    min_match: float = Field(0.99, gt=0.0, le=1.0)
     atol: dict[str, float] = {}
     rtol: dict[str, float] = {}
     tol: dict[str, float] = {}
@@ -202,6 +205,12 @@ class TaskSpec(_Strict):
     roofline: Roofline
     forbidden: Forbidden = Forbidden()
     generator: Literal["generic", "custom"] = "generic"
+    # When true, baseline.py defines canonicalize(outputs, inputs, params) -> outputs, applied to
+    # the candidate's, the baseline's and the reference's outputs before the numerical comparison
+    # (after the structural checks): sort an index set whose order the op leaves free, dequantize
+    # fp8 codes with their scales, and so on. It must return as many tensors as the task outputs.
+    canonicalize: bool = False
+    peak_memory: bool = False  # report each provider's peak device memory beside its time
     trials: int = Field(3, ge=3, le=20)
     workloads: list[Workload] = Field(min_length=1)
     smoke: list[Workload] = Field(min_length=1)

@@ -62,3 +62,16 @@ def test_eager_slack_never_tightens():
     assert compare.allowed_ratio(rule, 0.2) == 1.0
     assert compare.allowed_ratio(rule, 0.8) == 1.6
     assert compare.allowed_ratio(rule, math.inf) == 1.0
+
+
+def test_match_rate_allows_a_few_boundary_codes_and_no_more() -> None:
+    from tasks.spec import Compare
+
+    ref = torch.arange(1000, dtype=torch.float32)
+    got = ref.clone()
+    got[:5] += 10.0  # 0.5% off
+    rule = Compare(rule="match_rate", min_match=0.99, atol={"fp32": 0.0}, rtol={"fp32": 1e-6})
+    assert compare.error_ratio(got, ref, "fp32", rule).ratio <= 1.0
+    got[:20] += 10.0  # 2% off
+    worse = compare.error_ratio(got, ref, "fp32", rule)
+    assert worse.ratio > 1.0 and worse.rule == "match-rate" and "20 of 1000" in worse.message

@@ -131,3 +131,10 @@ def test_formula_unknown_name_and_division_by_zero():
         formula.evaluate("Q + 1", {})
     with pytest.raises(formula.FormulaError, match="division by zero"):
         formula.evaluate("1 / T", {"T": 0})
+
+
+def test_canonicalize_flag_needs_the_hook(tmp_path):
+    root = _copy_tree(tmp_path)
+    _edit(root / "tasks" / TEMPLATE / "task.toml", 'generator = "generic"', 'generator = "generic"\ncanonicalize = true')
+    problems = [str(p) for p in load_tasks(root).problems]
+    assert any("must define a top-level function canonicalize()" in p for p in problems)
