@@ -129,3 +129,13 @@ def test_a_crashed_run_resumes_from_its_transcript(tmp_path: Path) -> None:
     assert [e.role for e in t.events] == ["system", "user", "assistant", "tool", "assistant"]
     # the resumed conversation was sent whole: system, task prompt, then the new turn's history
     assert len(llm.requests[0][1]["messages"]) == 2
+
+
+def test_design_mode_offers_only_reading_and_saves_the_design(tmp_path: Path) -> None:
+    box = ToolBox(task=get_task(SLUG), workdir=tmp_path / SLUG, interpret=True, design_mode=True)
+    design = "## L1\nOne pass.\n## L2\nOne row per program.\n## L3\nVector loads."
+    with FakeLLM([Reply(tool_calls=[("read_file", {"path": "baseline.py"})]), Reply(text=design)]) as llm:
+        out = run_agent(_provider("anthropic", llm), box, RunSpec("anthropic", "scripted-1", mode="design"))
+    assert [t["name"] for t in llm.requests[0][1]["tools"]] == ["read_file"]
+    assert out.design is not None and out.design.read_text() == design and out.kernel is None
+    assert transcript.load(out.transcript).header.mode == "design"
