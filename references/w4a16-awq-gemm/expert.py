@@ -117,7 +117,7 @@ def _config(M: int, N: int, K: int, G: int, on_cpu: bool) -> tuple[int, int, int
     if on_cpu:
         bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
         k_iters = K // bk
-        return bm, bn, bk, warps, stages, (4 if k_iters >= 32 and k_iters % 4 == 0 else 1)
+        return bm, bn, bk, warps, stages, (4 if k_iters >= 24 and k_iters % 4 == 0 else 1)
     if M <= 32:
         bm, bn, bk, warps, stages = (16 if M <= 16 else 32), 128, 128, 4, 4
     elif M <= 256:
