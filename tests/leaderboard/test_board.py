@@ -46,5 +46,7 @@ def test_latest_run_per_condition_and_ablation_order() -> None:
     runs = [_entry("none", {"a": 1.0}, "2026-11-01"), _entry("none", {"a": 1.5}, "2026-12-01"),
             _entry("L1+L2", {"a": 3.0}), _entry("L1", {"a": 2.0})]
     curves = board.ablations(runs, ["a"])
-    assert curves == {"m (t)": [("none", 1.5), ("L1", 2.0), ("L1+L2", 3.0)]}
+    (label, curve), = curves.items()
+    assert label == "m (t)" and [c for c, _ in curve] == ["none", "L1", "L1+L2"]
+    assert all(math.isclose(s, want) for (_, s), want in zip(curve, [1.5, 2.0, 3.0], strict=True))
     assert [p.guided.condition for p in board.pairs(runs, n_boot=200)] == ["L1", "L1+L2"]
