@@ -86,7 +86,7 @@ def _gram_fwd_kernel(
         acc = tl.dot(a, tl.trans(b), acc)
         a_ptrs += BK * sxc
         b_ptrs += BK * sxc
-    if TRACE:
+    if TRACE:  # noqa: SIM102 (constexpr test, then a runtime one)
         if ti == tj:
             diag = tl.where(rows_i[:, None] == rows_j[None, :], acc, 0.0)
             tl.atomic_add(trace_ptr + bid, tl.sum(tl.sum(diag, axis=1), axis=0))
