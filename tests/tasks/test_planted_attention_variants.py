@@ -28,6 +28,7 @@ def _check(kernel: Path, slug: str) -> RunResult:
 PLANTED = [
     ("merge-attn-states", "merge_ignores_lse.py", "tolerance", "o"),
     ("paged-attn-decode-gqa", "paged_wrong_page_index.py", "nan", "o"),
+    ("attn-varlen-sliding-window", "varlen_window_off_by_one.py", "tolerance", "o"),
 ]
 
 
