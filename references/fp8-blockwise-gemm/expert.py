@@ -85,23 +85,29 @@ def _splitk_reduce_kernel(p_ptr, c_ptr, MN, SPLIT: tl.constexpr, BLOCK_E: tl.con
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-#: H200 tile configs (BM, BN, warps, stages). Large M: 128x128 tiles with two consumer warpgroups,
-#: 4 stages of 32 KB. Decode M: BM = 64, BN = 64 so the weight is cut into many slices.
-_BIG = (128, 128, 8, 4)
+#: Large-M candidates for the H200, chosen among by Triton's autotuner once per (M, N, K):
+#: (BM, BN, warps, stages). BN divides 128 so one weight scale covers a tile; two accumulators
+#: per tile (block partial and master) bound the tile area per warp.
+_BIG_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 64, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    triton.Config({"BM": 128, "BN": 64, "GROUP_M": 8}, num_warps=4, num_stages=5),
+    triton.Config({"BM": 64, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=6),
+]
+_fp8_block_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_fp8_block_gemm_kernel)
+#: Decode M (weight streaming): small tiles and split-K, (BM, BN, warps, stages).
 _SMALL_M = (64, 64, 4, 5)
 _NUM_SMS = 132
 
 
-def _config(M: int, N: int, n_kb: int, on_cpu: bool) -> tuple[int, int, int, int, int]:
-    """(BM, BN, warps, stages, split)."""
-    if on_cpu:  # interpreter: small tiles, split-K exercised when there are enough K blocks
-        return 16 if M <= 16 else 32, 32, 4, 1, (2 if n_kb % 2 == 0 and n_kb >= 4 else 1)
-    bm, bn, warps, stages = _BIG if M > 64 else _SMALL_M
+def _split_for(M: int, N: int, n_kb: int, bm: int, bn: int) -> int:
+    """Power-of-two split of the K blocks until there are enough programs to fill every SM."""
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     split = 1
     while tiles * split < 2 * _NUM_SMS and n_kb % (2 * split) == 0 and n_kb // (2 * split) >= 8:
         split *= 2
-    return bm, bn, warps, stages, split
+    return split
 
 
 def fp8_blockwise_gemm(A: torch.Tensor, A_s: torch.Tensor, B: torch.Tensor, B_s: torch.Tensor,
@@ -118,7 +124,20 @@ def fp8_blockwise_gemm(A: torch.Tensor, A_s: torch.Tensor, B: torch.Tensor, B_s:
     C = torch.empty(M, N, dtype=dtype, device=A.device)
     if M == 0 or N == 0:
         return C
-    bm, bn, warps, stages, split = _config(M, N, n_kb, A.device.type == "cpu")
+    on_cpu = A.device.type == "cpu"
+    if not on_cpu and M > 64:  # compute-bound: autotuned tiles, no split
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
+        _fp8_block_gemm_tuned[grid](
+            A, B, A_s, B_s, C, M, N, K, m_pad, n_kb, A.stride(0), B.stride(0), 0, N,
+            KB_PER_SPLIT=n_kb, BK=BLOCK,
+        )
+        return C
+    if on_cpu:  # interpreter: small tiles, split-K exercised when there are enough K blocks
+        bm, bn, warps, stages = (16 if M <= 16 else 32), 32, 4, 1
+        split = 2 if n_kb % 2 == 0 and n_kb >= 4 else 1
+    else:
+        bm, bn, warps, stages = _SMALL_M
+        split = _split_for(M, N, n_kb, bm, bn)
     kb_per_split = n_kb // split
     target = C if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=A.device)
     stride_cs = 0 if split == 1 else M * N

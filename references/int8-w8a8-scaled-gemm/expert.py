@@ -94,21 +94,27 @@ def _splitk_epilogue_kernel(p_ptr, as_ptr, bs_ptr, bias_ptr, c_ptr, M, N,
 
 _NUM_SMS = 132
 
+#: Large-M candidates for the H200, chosen by Triton's autotuner once per (M, N, K): one int32
+#: accumulator per tile, so large tiles fit; K steps of 128 bytes per row.
+_BIG_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 256, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 256, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    triton.Config({"BM": 128, "BN": 64, "GROUP_M": 8}, num_warps=4, num_stages=5),
+]
+_int8_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_int8_gemm_kernel)
+_BK = 128
 
-def _config(M: int, N: int, K: int, on_cpu: bool) -> tuple[int, int, int, int, int, int]:
-    """(BM, BN, BK, warps, stages, split) for the H200; small tiles in the interpreter."""
-    if on_cpu:
-        return (16 if M <= 16 else 32), 32, 32, 4, 1, (4 if K >= 1024 else 1)
-    if M > 256:
-        bm, bn, bk, warps, stages = 128, 256, 128, 8, 3
-    else:
-        bm, bn, bk, warps, stages = (64 if M <= 64 else 128), 64, 128, 4, 5
+
+def _split_for(M: int, N: int, K: int, bm: int, bn: int, bk: int) -> int:
+    """Power-of-two split of K until there are enough programs to fill every SM."""
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     k_iters = triton.cdiv(K, bk)
     split = 1
     while tiles * split < 2 * _NUM_SMS and k_iters % (2 * split) == 0 and k_iters // (2 * split) >= 8:
         split *= 2
-    return bm, bn, bk, warps, stages, split
+    return split
 
 
 def int8_scaled_mm(A: torch.Tensor, a_s: torch.Tensor, B: torch.Tensor, b_s: torch.Tensor,
@@ -124,25 +130,39 @@ def int8_scaled_mm(A: torch.Tensor, a_s: torch.Tensor, B: torch.Tensor, b_s: tor
     if M == 0 or N == 0:
         return C
     has_bias = bias.numel() > 0
-    bm, bn, bk, warps, stages, split = _config(M, N, K, A.device.type == "cpu")
+    bias_arg = bias if has_bias else b_s  # never read without a bias; any valid pointer will do
+    on_cpu = A.device.type == "cpu"
+    if not on_cpu and M > 256:  # compute-bound: autotuned tiles, fused epilogue, no split
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
+        _int8_gemm_tuned[grid](
+            A, B, a_s, b_s, bias_arg, C, M, N, K, A.stride(0), B.stride(0), 0, N,
+            K_ITERS=triton.cdiv(K, _BK), BK=_BK, EVEN_K=K % _BK == 0, EPILOGUE=True, HAS_BIAS=has_bias,
+        )
+        return C
+    if on_cpu:
+        bm, bn, bk, warps, stages = (16 if M <= 16 else 32), 32, 32, 4, 1
+        split = 4 if K >= 1024 else 1
+    else:
+        bm, bn, bk, warps, stages = (64 if M <= 64 else 128), 64, _BK, 4, 5
+        split = _split_for(M, N, K, bm, bn, bk)
     k_iters = triton.cdiv(triton.cdiv(K, bk), split)
     even_k = K % (bk * split) == 0
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
     if split == 1:
         _int8_gemm_kernel[grid](
-            A, B, a_s, b_s, bias, C, M, N, K, A.stride(0), B.stride(0), 0, N,
+            A, B, a_s, b_s, bias_arg, C, M, N, K, A.stride(0), B.stride(0), 0, N,
             K_ITERS=k_iters, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=even_k, EPILOGUE=True,
             HAS_BIAS=has_bias, num_warps=warps, num_stages=stages,
         )
         return C
     partial = torch.empty(split, M, N, dtype=torch.int32, device=A.device)
     _int8_gemm_kernel[grid](
-        A, B, a_s, b_s, bias, partial, M, N, K, A.stride(0), B.stride(0), M * N, N,
+        A, B, a_s, b_s, bias_arg, partial, M, N, K, A.stride(0), B.stride(0), M * N, N,
         K_ITERS=k_iters, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=even_k, EPILOGUE=False,
         HAS_BIAS=has_bias, num_warps=warps, num_stages=stages,
     )
     block_e = 1024
     _splitk_epilogue_kernel[(triton.cdiv(M * N, block_e),)](
-        partial, a_s, b_s, bias, C, M, N, SPLIT=split, HAS_BIAS=has_bias, BLOCK_E=block_e,
+        partial, a_s, b_s, bias_arg, C, M, N, SPLIT=split, HAS_BIAS=has_bias, BLOCK_E=block_e,
     )
     return C

@@ -31,7 +31,7 @@ import triton.language as tl
 def _awq_gemm_kernel(
     x_ptr, qw_ptr, qz_ptr, sc_ptr, c_ptr,
     M, N, stride_xm, stride_qw, stride_qz, stride_sc, stride_cs, stride_cm,
-    K_ITERS: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    K_SPLIT: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
     GROUP_M: tl.constexpr, FAST_CVT: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -52,13 +52,13 @@ def _awq_gemm_kernel(
     j = offs_n % 8
     shifts = ((j >> 1) + (j & 1) * 4) * 4  # AWQ: column j of an eight sits in nibble [0,4,1,5,2,6,3,7][j]
 
-    k0 = pid_k * (K_ITERS * BK)
+    k0 = pid_k * K_SPLIT  # each split covers K_SPLIT consecutive rows of K
     offs_k = k0 + tl.arange(0, BK)
     x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
     qw_ptrs = qw_ptr + offs_k[:, None].to(tl.int64) * stride_qw + rw[None, :]
 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for i in range(0, K_ITERS):
+    for i in range(0, K_SPLIT // BK):
         grp = (k0 + i * BK) // G
         x = tl.load(x_ptrs)
         qw = tl.load(qw_ptrs)  # [BK, BN/8]
@@ -111,27 +111,25 @@ def _splitk_reduce_kernel(p_ptr, c_ptr, MN, SPLIT: tl.constexpr, BLOCK_E: tl.con
 
 _NUM_SMS = 132
 
+#: Larger-M candidates for the H200, chosen by Triton's autotuner once per (M, N, K). The K step
+#: never exceeds the group size, so each step sees exactly one group of zeros and scales.
+_BIG_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 128, "BN": 128, "BK": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 64, "BN": 128, "BK": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    triton.Config({"BM": 64, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+]
+_awq_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
 
-def _config(M: int, N: int, K: int, G: int, on_cpu: bool) -> tuple[int, int, int, int, int, int]:
-    """(BM, BN, BK, warps, stages, split) for the H200; small tiles in the interpreter."""
-    if on_cpu:
-        bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
-        k_iters = K // bk
-        return bm, bn, bk, warps, stages, (4 if k_iters >= 24 and k_iters % 4 == 0 else 1)
-    if M <= 32:
-        bm, bn, bk, warps, stages = (16 if M <= 16 else 32), 128, 128, 4, 4
-    elif M <= 256:
-        bm, bn, bk, warps, stages = 64, 128, 128, 4, 4
-    else:
-        bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
-    bk = min(bk, G)
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    k_iters = K // bk
+
+def _split_for(tiles: int, k_iters: int) -> int:
+    """Power-of-two split of K until there are several programs per SM (at most eight)."""
     split = 1
     while (tiles * split < 4 * _NUM_SMS and split < 8 and k_iters % (2 * split) == 0
            and k_iters // (2 * split) >= 8):
         split *= 2
-    return bm, bn, bk, warps, stages, split
+    return split
 
 
 def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
@@ -143,19 +141,30 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     M, K = x.shape
     N = scales.shape[1]
     G = group_size
-    if K % G or G & (G - 1) or qweight.shape != (K, N // 8) or N % 8 or x.stride(1) != 1:
-        raise ValueError("bad shapes: need K % G == 0, power-of-two G, N % 8 == 0, contiguous rows")
+    if K % G or G & (G - 1) or G < 16 or qweight.shape != (K, N // 8) or N % 8 or x.stride(1) != 1:
+        raise ValueError("bad shapes: need K % G == 0, power-of-two G >= 16, N % 8 == 0, contiguous rows")
     out = torch.empty(M, N, dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:
         return out
-    bm, bn, bk, warps, stages, split = _config(M, N, K, G, x.device.type == "cpu")
-    k_iters = K // bk // split
+    fast = x.dtype == torch.float16
+    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    on_cpu = x.device.type == "cpu"
+    if not on_cpu and M > 128 and G % 128 == 0:  # compute-heavy: autotuned tiles, no split
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
+        _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=K, G=G, FAST_CVT=fast)
+        return out
+    if on_cpu:  # interpreter: small tiles; split-K when K is long
+        bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
+        k_iters = K // bk
+        split = 4 if k_iters >= 24 and k_iters % 4 == 0 else 1
+    else:  # decode: the smallest MMA tile along M, split-K to spread the weight stream
+        bm, bn, bk, warps, stages = (16 if M <= 16 else 32 if M <= 32 else 64), 128, min(128, G), 4, 4
+        split = _split_for(triton.cdiv(M, bm) * triton.cdiv(N, bn), K // bk)
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
     target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
     _awq_gemm_kernel[grid](
-        x, qweight, qzeros, scales, target, M, N,
-        x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0), M * N, N,
-        K_ITERS=k_iters, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=x.dtype == torch.float16,
+        x, qweight, qzeros, scales, target, M, N, *strides, M * N, N,
+        K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=fast,
         num_warps=warps, num_stages=stages,
     )
     if split > 1:
