@@ -2,17 +2,20 @@
 GEMM main loop.
 
 Each program computes a [BM, BN] output tile. Per K step it loads the activation tile and the
-packed weight tile ([BK, BN/8] int32: the weight crosses DRAM as 4-bit values), expands each word
-to its eight columns in registers, extracts the nibbles with per-column shifts that follow AWQ's
-interleaved order, subtracts the group's zero points and multiplies by the group's scales (one
-[BN] vector each per K step, since BK divides the group size) and feeds the fp16 tile straight to
+packed weight tile ([BK, BN/8] int32: the weight crosses DRAM as 4-bit values), unpacks the codes
+in registers in logical column order, subtracts the group's zero points and multiplies by the
+group's scales (one [BN] vector each per K step, since BK divides the group size) and feeds the
+fp16 tile straight to
 the tensor cores with fp32 accumulation. The dequantized weight exists only in registers and the
 MMA's shared-memory operand buffer, never in global memory.
 
-For fp16 the int4 -> fp16 conversion avoids integer-to-float instructions: OR-ing a nibble into
-the mantissa of 1024.0 gives exactly 1024 + code as an fp16 bit pattern, and subtracting the zero
-point encoded the same way gives code - zero exactly, with one integer OR and one half-precision
-subtract.
+Unpacking works on whole words, not on replicated per-column copies: AWQ's interleave places
+logical columns 2p and 2p+1 in nibbles p and p+4, so one shift and one mask yield two adjacent
+columns at once, one in each 16-bit half. For fp16 the int4 -> fp16 conversion avoids
+integer-to-float instructions: OR-ing the nibbles into the mantissa of 1024.0 gives exactly
+1024 + code in each half, and subtracting the zero point encoded the same way gives code - zero
+exactly. Per weight element that leaves about one integer operation, one half-precision
+subtract and one multiply, which keeps the decode shapes bandwidth-bound.
 
 Decode sizes are pure weight streaming: the K range is split among SPLIT programs per tile so all
 SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
@@ -48,9 +51,7 @@ def _awq_gemm_kernel(
     offs_n = pid_n * BN + tl.arange(0, BN)
     rm = offs_m % M  # wrapped: loads stay inside the operands, the store is masked
     rn = offs_n % N
-    rw = (pid_n * (BN // 8) + tl.arange(0, BN // 8)) % (N // 8)  # packed word of each column group
-    j = offs_n % 8
-    shifts = ((j >> 1) + (j & 1) * 4) * 4  # AWQ: column j of an eight sits in nibble [0,4,1,5,2,6,3,7][j]
+    rw = (pid_n * (BN // 8) + tl.arange(0, BN // 8)) % (N // 8)  # packed word of each column octet
 
     k0 = pid_k * K_SPLIT  # each split covers K_SPLIT consecutive rows of K
     offs_k = k0 + tl.arange(0, BK)
@@ -59,22 +60,14 @@ def _awq_gemm_kernel(
 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for i in range(0, K_SPLIT // BK):
-        grp = (k0 + i * BK) // G
+        grp = (k0 + i * BK) // G  # BK divides G: one group of zeros and scales per step
         x = tl.load(x_ptrs)
-        qw = tl.load(qw_ptrs)  # [BK, BN/8]
-        qz = tl.load(qz_ptr + grp * stride_qz + rw)  # [BN/8]
+        qw = tl.load(qw_ptrs)  # [BK, BN/8] packed codes
+        qz = tl.load(qz_ptr + grp * stride_qz + rw)  # [BN/8] packed zero points
         sc = tl.load(sc_ptr + grp * stride_sc + rn)  # [BN]
-        # Each word repeated for its eight columns, in column order.
-        w8 = _expand8(qw)
-        z8 = _expand8_1d(qz)
-        codes = (w8 >> shifts[None, :]) & 0xF
-        zeros = (z8 >> shifts) & 0xF
-        if FAST_CVT:
-            cf = (codes | 0x6400).to(tl.int16).to(tl.float16, bitcast=True)  # 1024 + code, exact
-            zf = (zeros | 0x6400).to(tl.int16).to(tl.float16, bitcast=True)  # 1024 + zero, exact
-            w = (cf - zf[None, :]) * sc[None, :]
-        else:
-            w = (codes - zeros[None, :]).to(x.dtype) * sc[None, :]
+        wv = _unpack_awq(qw, FAST_CVT, x.dtype)  # [BK, BN]
+        zv = _unpack_awq(qz[None, :], FAST_CVT, x.dtype)  # [1, BN]
+        w = (wv - zv) * sc[None, :]  # (code - zero) exactly, times the group scale
         acc = tl.dot(x, w.to(x.dtype), acc)
         x_ptrs += BK
         qw_ptrs += BK * stride_qw
@@ -85,18 +78,43 @@ def _awq_gemm_kernel(
 
 
 @triton.jit
-def _expand8(t):
-    """[R, C] -> [R, 8C], each element repeated eight times in place."""
-    t = tl.interleave(t, t)
-    t = tl.interleave(t, t)
-    return tl.interleave(t, t)
+def _unpack_awq(words, FAST: tl.constexpr, DT: tl.constexpr):
+    """[R, C] int32 AWQ words -> [R, 8C] values in logical column order.
 
-
-@triton.jit
-def _expand8_1d(t):
-    t = tl.interleave(t, t)
-    t = tl.interleave(t, t)
-    return tl.interleave(t, t)
+    AWQ's interleave puts logical columns 2p and 2p+1 of an octet in nibbles p and p+4, i.e. in
+    the low four bits of the two 16-bit halves of (word >> 4p). One mask per shift therefore
+    extracts a pair of adjacent columns. With FAST, OR-ing the pair into 0x6400 (fp16 1024.0,
+    whose mantissa step is one) makes each half the fp16 value 1024 + code with no
+    integer-to-float conversion; callers subtract a zero point encoded the same way. Otherwise
+    the codes are converted to DT. The pairs are then joined back into column order.
+    """
+    if FAST:
+        m0 = (words & 0x000F000F) | 0x64006400
+        m1 = ((words >> 4) & 0x000F000F) | 0x64006400
+        m2 = ((words >> 8) & 0x000F000F) | 0x64006400
+        m3 = ((words >> 12) & 0x000F000F) | 0x64006400
+        lo0 = m0.to(tl.int16).to(tl.float16, bitcast=True)
+        lo1 = m1.to(tl.int16).to(tl.float16, bitcast=True)
+        lo2 = m2.to(tl.int16).to(tl.float16, bitcast=True)
+        lo3 = m3.to(tl.int16).to(tl.float16, bitcast=True)
+        hi0 = (m0 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+        hi1 = (m1 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+        hi2 = (m2 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+        hi3 = (m3 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+    else:
+        lo0 = (words & 0xF).to(DT)
+        lo1 = ((words >> 4) & 0xF).to(DT)
+        lo2 = ((words >> 8) & 0xF).to(DT)
+        lo3 = ((words >> 12) & 0xF).to(DT)
+        hi0 = ((words >> 16) & 0xF).to(DT)
+        hi1 = ((words >> 20) & 0xF).to(DT)
+        hi2 = ((words >> 24) & 0xF).to(DT)
+        hi3 = ((words >> 28) & 0xF).to(DT)
+    # Index order after the joins: (word, q, r, half) with pair p = 2q + r, column 8*word + 2p + half.
+    lo = tl.join(tl.join(lo0, lo2), tl.join(lo1, lo3))
+    hi = tl.join(tl.join(hi0, hi2), tl.join(hi1, hi3))
+    both = tl.join(lo, hi)
+    return tl.reshape(both, (words.shape[0], words.shape[1] * 8))
 
 
 @triton.jit
