@@ -29,6 +29,7 @@ PLANTED = [
     ("merge-attn-states", "merge_ignores_lse.py", "tolerance", "o"),
     ("paged-attn-decode-gqa", "paged_wrong_page_index.py", "nan", "o"),
     ("attn-varlen-sliding-window", "varlen_window_off_by_one.py", "tolerance", "o"),
+    ("mla-decode-paged", "mla_wrong_scale.py", "tolerance", "o"),
 ]
 
 
