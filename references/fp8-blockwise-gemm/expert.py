@@ -85,15 +85,13 @@ def _splitk_reduce_kernel(p_ptr, c_ptr, MN, SPLIT: tl.constexpr, BLOCK_E: tl.con
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-#: Large-M candidates for the H200, chosen among by Triton's autotuner once per (M, N, K):
-#: (BM, BN, warps, stages). BN divides 128 so one weight scale covers a tile; two accumulators
-#: per tile (block partial and master) bound the tile area per warp.
+#: Large-M candidates for the H200, chosen among by Triton's autotuner once per (M, N, K). BN
+#: divides 128 so one weight scale covers a tile; two accumulators per tile (block partial and
+#: master) bound the tile area per warp. Few candidates: each costs a compilation.
 _BIG_CONFIGS = [
-    triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 64, "BN": 128, "GROUP_M": 16}, num_warps=4, num_stages=3),
+    triton.Config({"BM": 64, "BN": 128, "GROUP_M": 16}, num_warps=4, num_stages=4),
     triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
-    triton.Config({"BM": 64, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64, "GROUP_M": 8}, num_warps=4, num_stages=5),
-    triton.Config({"BM": 64, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=6),
 ]
 _fp8_block_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_fp8_block_gemm_kernel)
 #: Decode M (weight streaming): small tiles and split-K, (BM, BN, warps, stages).

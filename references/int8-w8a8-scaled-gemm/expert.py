@@ -98,10 +98,8 @@ _NUM_SMS = 132
 #: accumulator per tile, so large tiles fit; K steps of 128 bytes per row.
 _BIG_CONFIGS = [
     triton.Config({"BM": 128, "BN": 256, "GROUP_M": 8}, num_warps=8, num_stages=3),
-    triton.Config({"BM": 256, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
     triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=4),
     triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64, "GROUP_M": 8}, num_warps=4, num_stages=5),
 ]
 _int8_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_int8_gemm_kernel)
 _BK = 128
