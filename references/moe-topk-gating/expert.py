@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-_NEG = -(2**63)
+_NEG = tl.constexpr(-(2**63))  # the key of an excluded entry
 
 
 @triton.jit
@@ -87,7 +87,7 @@ def _topk_gating_kernel(
     sel_val = tl.zeros([BLOCK_T, K_PAD], dtype=tl.float32)
     for i in tl.static_range(K):
         best = tl.max(key, axis=1)
-        idx = (E_PAD - 1 - (best & 0xFFFFFFFF)).to(tl.int32)
+        idx = E_PAD - 1 - best.to(tl.int32)  # the low word (truncation)
         hit = cols[None, :] == idx[:, None]
         # sigmoid: the unbiased score of the winner; softmax: its logit, from the key itself
         val = tl.sum(tl.where(hit, s, 0.0), axis=1) if SIGMOID else _unpack_value(best)
