@@ -141,17 +141,20 @@ def _launch_config(rows: int, B: int, max_ctx: int, page: int, interpret: bool) 
     """(BLOCK_H, BLOCK_N, splits, tokens per split, warps, stages).
 
     64 rows per program with two warpgroups (the value columns of the 64 x 512 fp32 accumulator
-    split between them) where there are enough heads; 16 rows for TP-sharded head counts. The
-    cache chunk is 32 rows of 1152 bytes, double-buffered next to the resident query block.
-    Splits only when the (head block, sequence) grid would leave SMs idle: each split adds a
-    fp32 partial of the whole accumulator to the traffic.
+    split between them) where there are enough heads: 255 registers, no spills, 144 KB of shared
+    memory (the 72 KB query block plus two 36 KB chunks of 32 cache rows), so one program per SM;
+    splits only when the (head block, sequence) grid would leave SMs idle, because each split adds
+    an fp32 partial of the whole accumulator to the traffic. 16 rows for TP-sharded head counts
+    (bandwidth-bound): 178 registers, 56 KB, three stages, and splits for about four resident
+    programs per SM. (Resource figures from an sm_90 compile with Triton 3.6.)
     """
     if interpret:
         block_h, block_n, num_warps, num_stages, target, min_split = 16, 16, 4, 1, 6, 32
     elif rows >= 64:
         block_h, block_n, num_warps, num_stages, target, min_split = 64, 32, 8, 2, NUM_SMS, 1024
     else:
-        block_h, block_n, num_warps, num_stages, target, min_split = max(16, triton.next_power_of_2(rows)), 32, 4, 3, NUM_SMS, 1024
+        # Few heads: bandwidth-bound, so aim for about four resident programs per SM.
+        block_h, block_n, num_warps, num_stages, target, min_split = max(16, triton.next_power_of_2(rows)), 32, 4, 3, 4 * NUM_SMS, 1024
     block_n = min(block_n, page)
     programs = triton.cdiv(rows, block_h) * B
     n_split = max(1, min(round(target / programs), triton.cdiv(max_ctx, min_split)))
