@@ -4,9 +4,11 @@
    to the GEMM row tile, and the expert of every row tile.
 2. GEMM1 (one launch over all experts): each program owns BLOCK_M sorted slots of one expert
    and BLOCK_N intermediate columns. The activation rows are gathered on load straight from x
-   through the sorted slot ids (row = slot // k): the permuted copy of x never exists. The gate
-   and up tiles of the same columns are accumulated side by side in fp32 on tensor cores, and
-   the epilogue writes only silu(gate) * up, rounded to the activation dtype.
+   through the sorted slot ids (row = slot // k): the permuted copy of x never exists. The
+   weight tiles arrive by TMA (tensor descriptors over the [E*2I, H] view), the gathered rows
+   by per-row asynchronous copies, both through the same multi-stage pipeline. The gate and up
+   tiles of the same columns are accumulated side by side in fp32 on tensor cores, and the
+   epilogue writes only silu(gate) * up, rounded to the activation dtype.
 3. GEMM2 (one launch): intermediate rows (already in sorted order) times the expert's down
    projection, fp32 accumulation, the routing weight multiplied in the epilogue, and each row
    scattered to its slot f = t*k + j.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 
 # ----------------------------------------------------------------------------- expert sort
@@ -122,8 +125,8 @@ def _tile_ids(NUM_M: tl.constexpr, NUM_N: tl.constexpr, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _gate_up_kernel(
-    x_ptr, w_ptr, inter_ptr, sorted_ptr, eids_ptr, ntpp_ptr,
-    n, stride_x, stride_we, stride_wn, stride_i,
+    x_ptr, w_desc, inter_ptr, sorted_ptr, eids_ptr, ntpp_ptr,
+    n, stride_x, stride_i,
     INTER: tl.constexpr, H: tl.constexpr, TOPK: tl.constexpr, EM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
@@ -136,39 +139,35 @@ def _gate_up_kernel(
     slot = tl.load(sorted_ptr + offs_m, mask=offs_m < EM, other=n)
     live = slot < n
     row = (slot // TOPK).to(tl.int64)
-    expert = tl.load(eids_ptr + pid_m).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < INTER
+    expert = tl.load(eids_ptr + pid_m)
+    # Weight tiles by TMA from the [E*2I, H] view: gate rows at e*2I + n0, up rows I further.
+    # Rows past I inside a tile belong to the next matrix; they only feed masked columns.
+    g_row = expert * (2 * INTER) + pid_n * BLOCK_N
+    u_row = g_row + INTER
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = x_ptr + row[:, None] * stride_x + offs_k[None, :]
-    g_ptrs = w_ptr + expert * stride_we + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
-    u_ptrs = g_ptrs + INTER * stride_wn
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, H, BLOCK_K):
         if H % BLOCK_K == 0:
             a = tl.load(a_ptrs, mask=live[:, None], other=0.0)
-            bg = tl.load(g_ptrs, mask=n_mask[None, :], other=0.0)
-            bu = tl.load(u_ptrs, mask=n_mask[None, :], other=0.0)
         else:
-            k_mask = offs_k < H - k0
-            a = tl.load(a_ptrs, mask=live[:, None] & k_mask[None, :], other=0.0)
-            bg = tl.load(g_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
-            bu = tl.load(u_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
-        acc_g = tl.dot(a, bg, acc_g)
-        acc_u = tl.dot(a, bu, acc_u)
+            a = tl.load(a_ptrs, mask=live[:, None] & (offs_k[None, :] < H - k0), other=0.0)
+        bg = w_desc.load([g_row, k0])
+        bu = w_desc.load([u_row, k0])
+        acc_g = tl.dot(a, bg.T, acc_g)
+        acc_u = tl.dot(a, bu.T, acc_u)
         a_ptrs += BLOCK_K
-        g_ptrs += BLOCK_K
-        u_ptrs += BLOCK_K
     act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     out_ptrs = inter_ptr + offs_m[:, None].to(tl.int64) * stride_i + offs_n[None, :]
-    tl.store(out_ptrs, act.to(inter_ptr.dtype.element_ty), mask=(offs_m[:, None] < EM) & n_mask[None, :])
+    tl.store(out_ptrs, act.to(inter_ptr.dtype.element_ty), mask=(offs_m[:, None] < EM) & (offs_n[None, :] < INTER))
 
 
 @triton.jit
 def _down_kernel(
-    a_ptr, w_ptr, y_ptr, sorted_ptr, eids_ptr, ntpp_ptr, tw_ptr,
-    n, stride_a, stride_we, stride_wn, stride_y,
+    a_ptr, w_desc, y_ptr, sorted_ptr, eids_ptr, ntpp_ptr, tw_ptr,
+    n, stride_a, stride_y,
     INTER: tl.constexpr, H: tl.constexpr, EM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
@@ -180,28 +179,24 @@ def _down_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slot = tl.load(sorted_ptr + offs_m, mask=offs_m < EM, other=n)
     live = slot < n
-    expert = tl.load(eids_ptr + pid_m).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < H
+    expert = tl.load(eids_ptr + pid_m)
+    w_row = expert * H + pid_n * BLOCK_N  # the [E*H, I] view of w2
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_a + offs_k[None, :]
-    b_ptrs = w_ptr + expert * stride_we + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, INTER, BLOCK_K):
         if INTER % BLOCK_K == 0:
             a = tl.load(a_ptrs, mask=live[:, None], other=0.0)
-            b = tl.load(b_ptrs, mask=n_mask[None, :], other=0.0)
         else:
-            k_mask = offs_k < INTER - k0
-            a = tl.load(a_ptrs, mask=live[:, None] & k_mask[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
-        acc = tl.dot(a, b, acc)
+            a = tl.load(a_ptrs, mask=live[:, None] & (offs_k[None, :] < INTER - k0), other=0.0)
+        b = w_desc.load([w_row, k0])
+        acc = tl.dot(a, b.T, acc)
         a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K
     weight = tl.load(tw_ptr + slot, mask=live, other=0.0)
     acc = acc * weight[:, None]
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     y_ptrs = y_ptr + slot[:, None].to(tl.int64) * stride_y + offs_n[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & n_mask[None, :])
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & (offs_n[None, :] < H))
 
 
 @triton.jit
@@ -223,7 +218,7 @@ def _configs(rows_per_expert: float, H: int, inter_dim: int) -> tuple[dict, dict
     16-row tiles, narrow N tiles so every SM streams its own slice of the weights.
     """
     if rows_per_expert >= 256:
-        g1 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+        g1 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
         g2 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
     elif rows_per_expert >= 32:
         g1 = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=4, num_warps=4, num_stages=4)
@@ -247,6 +242,8 @@ def fused_moe_mlp(
     inter_dim = two_i // 2
     k = topk_ids.shape[1]
     n = T * k
+    if H % 8 or inter_dim % 8:
+        raise ValueError("H and I must be multiples of 8 (16-byte rows for the weight descriptors)")
     x = x.contiguous()
     w13 = w13.contiguous()
     w2 = w2.contiguous()
@@ -261,16 +258,16 @@ def fused_moe_mlp(
     em = sorted_ids.numel()
     inter = torch.empty((em, inter_dim), dtype=x.dtype, device=x.device)
     grid1 = (triton.cdiv(em, bm) * triton.cdiv(inter_dim, g1["BLOCK_N"]),)
+    w13_desc = TensorDescriptor.from_tensor(w13.view(E * two_i, H), [g1["BLOCK_N"], g1["BLOCK_K"]])
     _gate_up_kernel[grid1](
-        x, w13, inter, sorted_ids, expert_ids, ntpp, n,
-        x.stride(0), w13.stride(0), w13.stride(1), inter.stride(0),
+        x, w13_desc, inter, sorted_ids, expert_ids, ntpp, n, x.stride(0), inter.stride(0),
         INTER=inter_dim, H=H, TOPK=k, EM=em, **g1,
     )
     slot_out = torch.empty((n, H), dtype=x.dtype, device=x.device)
     grid2 = (triton.cdiv(em, bm) * triton.cdiv(H, g2["BLOCK_N"]),)
+    w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, inter_dim), [g2["BLOCK_N"], g2["BLOCK_K"]])
     _down_kernel[grid2](
-        inter, w2, slot_out, sorted_ids, expert_ids, ntpp, tw, n,
-        inter.stride(0), w2.stride(0), w2.stride(1), slot_out.stride(0),
+        inter, w2_desc, slot_out, sorted_ids, expert_ids, ntpp, tw, n, inter.stride(0), slot_out.stride(0),
         INTER=inter_dim, H=H, EM=em, **g2,
     )
     block_h = min(1024, triton.next_power_of_2(H))
