@@ -52,8 +52,9 @@ def manifest_text(tasks: list[str] | str, **fields: object) -> str:
 def make_zip(files: dict[str, bytes | str]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in files.items():
-            zf.writestr(name, data.encode() if isinstance(data, str) else data)
+        for name, data in files.items():  # a fixed date: the same files give the same bytes (and sha256)
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)),
+                        data.encode() if isinstance(data, str) else data, zipfile.ZIP_DEFLATED)
     return buf.getvalue()
 
 
