@@ -32,3 +32,20 @@ def catalogue(settings, task_tree: Callable[..., Path]) -> Path:
     sync(root)
     settings.D2K_TASKS_ROOT = root
     return root
+
+
+@pytest.fixture
+def portal_worker(tmp_path: Path):
+    """``portal_worker(queues="cpu.interpret,web", **env)`` starts a worker; all are stopped after the test."""
+    from tests.portal.worker import PortalWorker
+
+    workers: list[PortalWorker] = []
+
+    def start(queues: str = "cpu.interpret,web", **env: str) -> PortalWorker:
+        worker = PortalWorker(tmp_path / f"worker-{len(workers)}.log", queues, **env)
+        workers.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in workers:
+        worker.stop()
