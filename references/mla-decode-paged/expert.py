@@ -112,6 +112,29 @@ def _mla_decode_split_kernel(
         tl.store(part_lse_ptr + part_row, lse2, mask=row_ok)
 
 
+def _prune_by_rows(configs, named_args, **kwargs):
+    """Tall head blocks (two warpgroups) and short ones (TP-sharded heads) have separate configs."""
+    tall = kwargs["BLOCK_H"] >= 64
+    return [c for c in configs if (c.num_warps == 8) == tall]
+
+
+#: Candidate (chunk, warps, stages) per head-block height, tuned on the device at the first call
+#: (the warm-up): two warpgroups for 64-row blocks (a 64 x 512 fp32 accumulator), one for 16-row
+#: blocks. Every candidate compiles for sm_90 without spills except BLOCK_N = 64 at 64 rows (48 B).
+_mla_decode_split_tuned = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_N": 32}, num_warps=8, num_stages=2),
+        triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=2),
+        triton.Config({"BLOCK_N": 32}, num_warps=8, num_stages=3),
+        triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=2),
+        triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=3),
+        triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=2),
+    ],
+    key=["H", "q_len", "num_splits", "split_tokens"],
+    prune_configs_by={"early_config_prune": _prune_by_rows},
+)(_mla_decode_split_kernel)
+
+
 @triton.jit
 def _mla_merge_kernel(
     o_ptr, lse_ptr, part_o_ptr, part_lse_ptr, H, q_len, num_splits, stride_ot, stride_oh,
@@ -158,7 +181,8 @@ def _launch_config(rows: int, B: int, max_ctx: int, page: int, interpret: bool) 
     block_n = min(block_n, page)
     programs = triton.cdiv(rows, block_h) * B
     n_split = max(1, min(round(target / programs), triton.cdiv(max_ctx, min_split)))
-    split_tokens = triton.cdiv(triton.cdiv(max_ctx, n_split), block_n) * block_n
+    align = block_n if interpret else 64  # a multiple of every tuned chunk size
+    split_tokens = triton.cdiv(triton.cdiv(max_ctx, n_split), align) * align
     n_split = triton.cdiv(max_ctx, split_tokens)
     return block_h, block_n, n_split, split_tokens, num_warps, num_stages
 
@@ -196,14 +220,18 @@ def mla_decode_paged(
     else:
         part_o = torch.empty((B * rows * n_split, DV), dtype=torch.float32, device=q.device)
         part_lse = torch.empty((B * rows * n_split,), dtype=torch.float32, device=q.device)
-    _mla_decode_split_kernel[(triton.cdiv(rows, block_h), B, n_split)](
-        q, kv_cache, block_table, seq_lens, o, lse, part_o, part_lse,
-        scale * LOG2E, H, q_len, n_split, split_tokens,
-        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0),
-        o.stride(0), o.stride(1),
-        DV=DV, DPE=DPE, PAGE=page, BLOCK_H=block_h, BLOCK_N=block_n, DIRECT=direct, INTERPRET=interpret,
-        num_warps=num_warps, num_stages=num_stages,
-    )
+    grid = (triton.cdiv(rows, block_h), B, n_split)
+    args = (q, kv_cache, block_table, seq_lens, o, lse, part_o, part_lse,
+            scale * LOG2E, H, q_len, n_split, split_tokens,
+            q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0),
+            o.stride(0), o.stride(1))
+    if interpret or page % 64:
+        _mla_decode_split_kernel[grid](*args, DV=DV, DPE=DPE, PAGE=page, BLOCK_H=block_h, BLOCK_N=block_n,
+                                       DIRECT=direct, INTERPRET=interpret, num_warps=num_warps,
+                                       num_stages=num_stages)
+    else:
+        _mla_decode_split_tuned[grid](*args, DV=DV, DPE=DPE, PAGE=page, BLOCK_H=block_h, DIRECT=direct,
+                                      INTERPRET=False)
     if not direct:
         _mla_merge_kernel[(B, rows)](
             o, lse, part_o, part_lse, H, q_len, n_split, o.stride(0), o.stride(1),
