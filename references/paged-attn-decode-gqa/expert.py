@@ -110,6 +110,21 @@ def _paged_decode_split_kernel(
         tl.store(part_lse_ptr + row, m_i + tl.log2(l_i), mask=row_mask)
 
 
+#: Candidate (chunk, warps, stages), tuned on the device at the first call (the warm-up). The page
+#: indices are an indirect load, so the pipeliner puts them a stage ahead of the K/V loads: three
+#: stages give one K/V buffer, five give two (sm_90 compiles: 128-137 registers, 39-72 KB).
+_paged_decode_split_tuned = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=3),
+        triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=5),
+        triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),
+        triton.Config({"BLOCK_N": 128}, num_warps=8, num_stages=3),
+        triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=5),
+    ],
+    key=["Hkv", "num_splits", "split_tokens", "G", "D"],
+)(_paged_decode_split_kernel)
+
+
 @triton.jit
 def _paged_decode_merge_kernel(
     o_ptr, part_o_ptr, part_lse_ptr, Hq, num_splits, stride_ob, stride_oh,
@@ -145,7 +160,8 @@ def _launch_config(B: int, Hkv: int, max_ctx: int, interpret: bool) -> tuple[int
         block_n, min_split, target, num_warps, num_stages = 64, 512, 12 * 132, 4, 3
     pairs = B * Hkv
     n_split = max(1, min(triton.cdiv(target, pairs), triton.cdiv(max_ctx, min_split)))
-    split_tokens = triton.cdiv(triton.cdiv(max_ctx, n_split), block_n) * block_n
+    align = block_n if interpret else 128  # a multiple of every tuned chunk size
+    split_tokens = triton.cdiv(triton.cdiv(max_ctx, n_split), align) * align
     n_split = triton.cdiv(max_ctx, split_tokens)
     return block_n, split_tokens, n_split, num_warps, num_stages
 
@@ -176,16 +192,18 @@ def paged_attn_decode(
     else:
         part_o = torch.empty((B * Hq * n_split, block_d), dtype=torch.float32, device=q.device)
         part_lse = torch.empty((B * Hq * n_split,), dtype=torch.float32, device=q.device)
-    _paged_decode_split_kernel[(B * Hkv, n_split)](
-        q, k_cache, v_cache, block_table, seq_lens, o, part_o, part_lse,
-        scale * LOG2E, Hkv, n_split, split_tokens,
-        q.stride(0), q.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
-        block_table.stride(0), o.stride(0), o.stride(1),
-        G=G, G_PAD=max(16, triton.next_power_of_2(G)), D=D, BLOCK_D=block_d, PAGE=page, BLOCK_N=block_n,
-        DIRECT=direct, INTERPRET=interpret, num_warps=num_warps, num_stages=num_stages,
-    )
+    args = (q, k_cache, v_cache, block_table, seq_lens, o, part_o, part_lse,
+            scale * LOG2E, Hkv, n_split, split_tokens,
+            q.stride(0), q.stride(1),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+            block_table.stride(0), o.stride(0), o.stride(1))
+    meta = dict(G=G, G_PAD=max(16, triton.next_power_of_2(G)), D=D, BLOCK_D=block_d, PAGE=page, DIRECT=direct)
+    if interpret:
+        _paged_decode_split_kernel[(B * Hkv, n_split)](*args, **meta, BLOCK_N=block_n, INTERPRET=True,
+                                                        num_warps=num_warps, num_stages=num_stages)
+    else:
+        _paged_decode_split_tuned[(B * Hkv, n_split)](*args, **meta, INTERPRET=False)
     if not direct:
         _paged_decode_merge_kernel[(B * Hq,)](
             o, part_o, part_lse, Hq, n_split, o.stride(0), o.stride(1),
