@@ -23,6 +23,24 @@ def _l2norm(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
 
 
+@torch.compiler.disable
+def _recurrence(q, k, u, w, g, decay, state):
+    """The sequential sweep over the chunks, carrying the state. Kept out of torch.compile:
+    unrolling up to 1024 chunk steps would only add minutes of compile time."""
+    b, h, n = q.shape[:3]
+    dv = u.size(-1)
+    o = torch.zeros(b, h, n, CHUNK, dv, dtype=q.dtype, device=q.device)
+    upper = torch.triu(torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=q.device), diagonal=1)
+    S = state
+    for i in range(n):
+        q_i, k_i, g_i = q[:, :, i], k[:, :, i], g[:, :, i]
+        a = (q_i @ k_i.transpose(-1, -2) * decay[:, :, i]).masked_fill(upper, 0)
+        v_new = u[:, :, i] - w[:, :, i] @ S
+        o[:, :, i] = (q_i * g_i.exp()[..., None]) @ S + a @ v_new
+        S = S * g_i[..., -1, None, None].exp() + (k_i * (g_i[..., -1:] - g_i).exp()[..., None]).transpose(-1, -2) @ v_new
+    return o, S
+
+
 def _chunk_gdr(q, k, v, g, beta, scale, state):
     """One batch of equal-length sequences, fp32. q, k: [b, h, t, dk]; v: [b, h, t, dv];
     g, beta: [b, h, t]; state: [b, h, dk, dv]. Returns (o [b, h, t, dv], final state)."""
@@ -46,15 +64,7 @@ def _chunk_gdr(q, k, v, g, beta, scale, state):
     attn = attn + torch.eye(CHUNK, dtype=attn.dtype, device=q.device)
     u = attn @ v
     w = attn @ (k_beta * g.exp()[..., None])
-    o = torch.zeros(b, h, n, CHUNK, dv, dtype=q.dtype, device=q.device)
-    upper = torch.triu(torch.ones(CHUNK, CHUNK, dtype=torch.bool, device=q.device), diagonal=1)
-    S = state
-    for i in range(n):
-        q_i, k_i, g_i = q[:, :, i], k[:, :, i], g[:, :, i]
-        a = (q_i @ k_i.transpose(-1, -2) * decay[:, :, i]).masked_fill(upper, 0)
-        v_new = u[:, :, i] - w[:, :, i] @ S
-        o[:, :, i] = (q_i * g_i.exp()[..., None]) @ S + a @ v_new
-        S = S * g_i[..., -1, None, None].exp() + (k_i * (g_i[..., -1:] - g_i).exp()[..., None]).transpose(-1, -2) @ v_new
+    o, S = _recurrence(q, k, u, w, g, decay, state)
     return o.reshape(b, h, n * CHUNK, dv)[:, :, :t], S
 
 
