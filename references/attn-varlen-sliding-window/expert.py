@@ -85,12 +85,14 @@ def _attn_range(q, acc, m_i, l_i, lo, hi, k_base, v_base, stride_kt, stride_vt, 
 @triton.jit
 def _varlen_window_fwd_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, cu_ptr,
-    N, T, num_tiles, window_left, qk_scale,
+    N, T, window_left, qk_scale,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
     G: tl.constexpr, PACK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     D: tl.constexpr, BLOCK_D: tl.constexpr, SEARCH_STEPS: tl.constexpr, INTERPRET: tl.constexpr,
+    PACKED: tl.constexpr,
 ):
     BLOCK_T: tl.constexpr = BLOCK_M // PACK  # query tokens per tile
+    num_tiles = T // BLOCK_T + N  # bound on the sum over sequences of ceil(L_s / BLOCK_T)
     unit = tl.program_id(0)  # a group of PACK query heads
     job = num_tiles - 1 - tl.program_id(1)  # walk the work list from its end: heavy tiles first
     # Binary search: the last sequence s whose first tile index cu[s] // BLOCK_T + s is <= job.
@@ -155,21 +157,35 @@ def _varlen_window_fwd_kernel(
     tl.store(lse_ptr + head.to(tl.int64) * T + seq_start64 + tok, lse, mask=row_ok)
 
 
-#: (pack query heads of a group, BLOCK_M rows, BLOCK_N keys, warps, stages) for the H200.
-#: Long windows / plain causal (D = 128): FA2-style 128 x 64 tiles, one head per tile, the group's
-#: heads adjacent in the grid. Short windows: the whole group packed into the rows of a tile.
-def _launch_config(D: int, G: int, window_left: int, interpret: bool) -> tuple[int, int, int, int, int]:
-    small_window = 0 <= window_left < 512
-    pack = G if small_window and G <= 16 else 1
-    if interpret:
-        return pack, max(32, 4 * pack), 16, 4, 1
-    if small_window:
-        # The band of a 16-token packed tile is ~143 keys: 32-key tiles visit 160 of them, 64-key
-        # tiles 192. 106 registers and 40 KB of shared memory at 8 warps (sm_90 compile).
-        return pack, 128, 32, 8, 3
-    if D <= 64:
-        return pack, 128, 64, 4, 3
-    return pack, 128, 64, 8, 3
+def _prune(configs, named_args, **kwargs):
+    """Packed short-window tiles and one-head tiles have separate candidates."""
+    pack = kwargs["PACK"]
+    return [c for c in configs
+            if (c.kwargs["BLOCK_M"] % pack == 0) and ((pack > 1) == c.kwargs.get("PACKED", False))]
+
+
+def _cfg(block_m: int, block_n: int, warps: int, stages: int, packed: bool) -> triton.Config:
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "PACKED": packed}, num_warps=warps,
+                         num_stages=stages)
+
+
+#: Candidates, tuned on the device at the first call (the warm-up). One head per tile (long
+#: windows, plain causal): FA2-style 128-row tiles over two warpgroups (255 registers, at most 16
+#: bytes of spill, 128-160 KB on sm_90; 64-row tiles on one warpgroup spill, so they are not tried). Packed short-window tiles: the band of a 16-token tile is about
+#: 143 keys, which 32-key tiles cover with 160 and 64-key tiles with 192 (106 / 157 registers).
+_varlen_window_fwd_tuned = triton.autotune(
+    configs=[
+        _cfg(128, 64, 8, 3, False), _cfg(128, 128, 8, 2, False), _cfg(128, 64, 8, 2, False),
+        _cfg(128, 32, 8, 3, True), _cfg(128, 64, 8, 3, True), _cfg(64, 32, 4, 3, True),
+    ],
+    key=["N", "T", "window_left", "PACK", "G", "D"],
+    prune_configs_by={"early_config_prune": _prune},
+)(_varlen_window_fwd_kernel)
+
+
+def _pack(G: int, window_left: int) -> int:
+    """Pack the whole kv group into the rows of a tile for short windows (near memory-bound)."""
+    return G if 0 <= window_left < 512 and G <= 16 else 1
 
 
 def attn_varlen_sliding_window(
@@ -193,16 +209,19 @@ def attn_varlen_sliding_window(
     if T == 0 or N <= 0:
         return o, lse
     interpret = q.device.type == "cpu"
-    pack, block_m, block_n, num_warps, num_stages = _launch_config(D, G, int(window_left), interpret)
-    block_t = block_m // pack
-    num_tiles = T // block_t + N  # bound on the sum over sequences of ceil(L_s / block_t)
-    grid = (Hq // pack, num_tiles)
-    _varlen_window_fwd_kernel[grid](
-        q, k, v, o, lse, cu_seqlens.contiguous(),
-        N, T, num_tiles, int(window_left), scale * LOG2E,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1),
-        G=G, PACK=pack, BLOCK_M=block_m, BLOCK_N=block_n, D=D, BLOCK_D=triton.next_power_of_2(D),
-        SEARCH_STEPS=max(1, (N + 1).bit_length()), INTERPRET=interpret,
-        num_warps=num_warps, num_stages=num_stages,
-    )
+    pack = _pack(G, int(window_left))
+    args = (q, k, v, o, lse, cu_seqlens.contiguous(), N, T, int(window_left), scale * LOG2E,
+            q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), o.stride(0), o.stride(1))
+    meta = dict(G=G, PACK=pack, D=D, BLOCK_D=triton.next_power_of_2(D), SEARCH_STEPS=max(1, (N + 1).bit_length()))
+
+    def grid(m: dict) -> tuple[int, int]:
+        return (Hq // pack, T // (m["BLOCK_M"] // pack) + N)
+
+    if interpret:
+        block_m = max(32, 4 * pack)
+        _varlen_window_fwd_kernel[grid({"BLOCK_M": block_m})](*args, **meta, BLOCK_M=block_m, BLOCK_N=16,
+                                                              PACKED=pack > 1, INTERPRET=True, num_warps=4,
+                                                              num_stages=1)
+    else:
+        _varlen_window_fwd_tuned[grid](*args, **meta, INTERPRET=False)
     return o, lse
