@@ -62,10 +62,14 @@ def _beat(state: RunState) -> None:
         connection.close()  # this thread's own connection
 
 
-def _options(hardware: str) -> RunOptions:
+def _options(hardware: str, task_count: int) -> RunOptions:
+    """Interpreter (correctness only) or timed GPU run, by profile. Each task's limit is capped so
+    that all of them fit inside Celery's soft time limit: the engine, not Celery, must be the one
+    to stop a kernel, since only the engine kills its child's whole process group."""
     interpret = not engine_hardware.PROFILES[hardware].timing
+    share = (settings.CELERY_TASK_SOFT_TIME_LIMIT - 120) / max(task_count, 1)
     return RunOptions(command="check" if interpret else "bench", smoke=interpret, interpret=interpret,
-                      timeout_s=float(settings.D2K_TASK_TIMEOUT_S))
+                      timeout_s=float(max(60, min(settings.D2K_TASK_TIMEOUT_S, share))))
 
 
 def evaluate_attempt(submission_id: int, number: int, *, worker: str) -> str:
@@ -75,11 +79,11 @@ def evaluate_attempt(submission_id: int, number: int, *, worker: str) -> str:
         return "skipped: finished, superseded or running elsewhere"
     attempt = EvaluationAttempt.objects.select_related("submission").get(submission_id=submission_id, number=number)
     hardware = attempt.submission.hardware
-    opts = _options(hardware)
+    rows = list(SubmissionTask.objects.filter(submission_id=submission_id).select_related("task").order_by("position"))
+    opts = _options(hardware, len(rows))
     if not opts.interpret and not gpu_present():
         actions.do_record_infra_error(attempt.pk, claim, INFRA_HARDWARE, f"{worker} has no GPU for profile {hardware}")
         return "error: no GPU"
-    rows = list(SubmissionTask.objects.filter(submission_id=submission_id).select_related("task").order_by("position"))
     state = RunState(attempt_id=attempt.pk, claim=claim, task_count=len(rows))
     beater = threading.Thread(target=_beat, args=(state,), name=f"heartbeat-{attempt.pk}", daemon=True)
     beater.start()
