@@ -48,11 +48,17 @@ def _merge_attn_states_kernel(
     tl.store(o_ptr + offs, out.to(o_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch_config(D: int, itemsize: int) -> tuple[int, int, int]:
-    """(tokens per program, padded D, warps): about 8 KB of each input in flight per program."""
-    block_d = triton.next_power_of_2(D)
-    block_t = max(1, min(64, 4096 // (block_d * itemsize) * 2))
-    return block_t, block_d, 4
+#: Rows per program, tuned on the device at the first call (the warm-up): 8 to 32 KB of each input
+#: per program; many rows in flight matter more than arithmetic occupancy.
+_merge_attn_states_tuned = triton.autotune(
+    configs=[
+        triton.Config({"BLOCK_T": 16}, num_warps=4),
+        triton.Config({"BLOCK_T": 32}, num_warps=4),
+        triton.Config({"BLOCK_T": 64}, num_warps=8),
+        triton.Config({"BLOCK_T": 128}, num_warps=8),
+    ],
+    key=["T", "D"],
+)(_merge_attn_states_kernel)
 
 
 def merge_attn_states(
@@ -73,9 +79,10 @@ def merge_attn_states(
     lse = torch.empty((H, T), dtype=torch.float32, device=o_a.device)
     if T == 0 or H == 0:
         return o, lse
-    block_t, block_d, num_warps = _launch_config(D, o_a.element_size())
-    _merge_attn_states_kernel[(triton.cdiv(T, block_t), H)](
-        o, lse, o_a, lse_a, o_b, lse_b, T, D, o_a.stride(0), o_a.stride(1),
-        BLOCK_T=block_t, BLOCK_D=block_d, num_warps=num_warps,
-    )
+    block_d = triton.next_power_of_2(D)
+    args = (o, lse, o_a, lse_a, o_b, lse_b, T, D, o_a.stride(0), o_a.stride(1))
+    if o.device.type == "cpu":  # Triton's interpreter: one configuration
+        _merge_attn_states_kernel[(triton.cdiv(T, 16), H)](*args, BLOCK_T=16, BLOCK_D=block_d, num_warps=4)
+    else:
+        _merge_attn_states_tuned[lambda m: (triton.cdiv(T, m["BLOCK_T"]), H)](*args, BLOCK_D=block_d)
     return o, lse
