@@ -41,3 +41,11 @@ def si(value: float | int | None, unit: str = "") -> str:
 def shape(dims: list[int]) -> str:
     """``[16384, 4096]`` -> ``16384 × 4096``; a scalar tensor shows as ``()``."""
     return " × ".join(str(d) for d in dims) if dims else "()"
+
+
+@register.filter
+def us(ms: float | None) -> str:
+    """A time in milliseconds shown in microseconds with thousands separators: 0.1365 -> '136.5'."""
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:,.1f}"
