@@ -171,8 +171,9 @@ def _cfg(block_m: int, block_n: int, warps: int, stages: int, packed: bool) -> t
 
 #: Candidates, tuned on the device at the first call (the warm-up). One head per tile (long
 #: windows, plain causal): FA2-style 128-row tiles over two warpgroups (255 registers, at most 16
-#: bytes of spill, 128-160 KB on sm_90; 64-row tiles on one warpgroup spill, so they are not tried). Packed short-window tiles: the band of a 16-token tile is about
-#: 143 keys, which 32-key tiles cover with 160 and 64-key tiles with 192 (106 / 157 registers).
+#: bytes of spill, 128-160 KB on sm_90; 64-row tiles on one warpgroup spill, so they are not
+#: tried). Packed short-window tiles: the band of a 16-token tile is about 143 keys, which 32-key
+#: tiles cover with 160 and 64-key tiles with 192 (109 / 127 registers).
 _varlen_window_fwd_tuned = triton.autotune(
     configs=[
         _cfg(128, 64, 8, 3, False), _cfg(128, 128, 8, 2, False), _cfg(128, 64, 8, 2, False),
