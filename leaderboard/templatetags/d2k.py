@@ -49,3 +49,21 @@ def us(ms: float | None) -> str:
     if ms is None:
         return "-"
     return f"{ms * 1e3:,.1f}"
+
+
+@register.filter
+def get(mapping: dict | None, key: object) -> object:
+    """``mapping[key]`` in a template, trying the key as given and as a string (JSON keys are strings)."""
+    if not mapping:
+        return None
+    if key in mapping:
+        return mapping[key]
+    return mapping.get(str(key))
+
+
+@register.filter
+def pct(value: float | None) -> str:
+    """A fraction as a percentage, or '-' when unknown."""
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}%"

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from kombu import Queue
 
 from portal import broker
@@ -64,6 +65,7 @@ INSTALLED_APPS = [
     "portal.teams",
     "portal.submissions",
     "portal.moderation",
+    "portal.scores",
     "portal.api",
 ]
 
@@ -122,7 +124,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js comes from the plotly package (no CDN: the site works offline), as static/vendor/plotly.min.js.
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", Path(plotly.__file__).parent / "package_data")]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

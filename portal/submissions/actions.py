@@ -28,6 +28,7 @@ from evaluator.result import RunResult
 from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.models import Task
 from portal.audit.services import audit_record
+from portal.scores.services import record_scores
 from portal.submissions.constants import (
     ATTEMPT_FINAL_STATUSES,
     INFRA_LOST,
@@ -247,6 +248,7 @@ def do_publish(submission: Submission, *, user: AbstractBaseUser, reason: str = 
     _transition(sub, S.PUBLISHED, actor=Actor(user=user), attempt=attempt, reason=reason or "approved")
     sub.published_attempt, sub.published_at = attempt, timezone.now()
     sub.save(update_fields=["published_attempt", "published_at", "updated_at"])
+    record_scores(sub)  # the leaderboard's rows, in the same transaction
     return sub
 
 
