@@ -94,3 +94,13 @@ def test_scores_are_written_at_publication_only(board) -> None:
     published, hidden = board
     assert SubmissionScore.objects.filter(submission__in=hidden).count() == 0
     assert SubmissionScore.objects.filter(submission__in=published, scope="all").count() == len(published)
+
+
+def test_api_serves_the_same_rows_and_pairs(board, client) -> None:
+    page = client.get("/leaderboard/?hardware=h200&format=json").json()
+    api = client.get("/api/v1/leaderboard/?hardware=h200").json()
+    assert api["rows"] == page["rows"]
+    pairs = client.get("/api/v1/pairs/?hardware=h200").json()["pairs"]
+    assert len(pairs) == 6 and all(p["ci"][0] <= p["score_ratio"] <= p["ci"][1] for p in pairs)
+    schema = client.get("/api/v1/schema/").content.decode()
+    assert "/api/v1/leaderboard/" in schema and "/api/v1/pairs/" in schema
