@@ -67,7 +67,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
 
     def get_queryset(self) -> QuerySet[Submission]:
         viewer = viewer_of(self.request)
-        qs = selectors.submissions_base().prefetch_related("tasks__task")
+        qs = selectors.with_result_counts(selectors.submissions_base().prefetch_related("tasks__task"))
         if viewer.moderator:
             return qs
         return qs.filter(Q(published_attempt__isnull=False) | Q(team_id__in=viewer.team_ids))

@@ -104,8 +104,19 @@ def progress_of(submission: Submission) -> dict[str, object]:
         "attempt": attempt.number if attempt else None,
         "progress": attempt.progress if attempt else {},
         "heartbeat_at": attempt.heartbeat_at.isoformat() if attempt and attempt.heartbeat_at else None,
-        "results": TaskResult.objects.filter(attempt=attempt).count() if attempt else 0,
+        "results": _result_count(submission, attempt),
     }
+
+
+def _result_count(submission: Submission, attempt: EvaluationAttempt | None) -> int:
+    annotated = getattr(submission, "result_count", None)  # lists annotate it: no query per row
+    if annotated is not None:
+        return annotated
+    return TaskResult.objects.filter(attempt=attempt).count() if attempt else 0
+
+
+def with_result_counts(qs: QuerySet[Submission]) -> QuerySet[Submission]:
+    return qs.annotate(result_count=Count("current_attempt__task_results", distinct=True))
 
 
 def previous_published_kernel(submission: Submission, slug: str) -> SubmissionTask | None:

@@ -163,3 +163,19 @@ def test_login_is_rate_limited(catalogue, settings):
 def test_bundle_format_page(catalogue):
     html = Client(HTTP_HOST="localhost").get("/docs/bundle-format/").content.decode()
     assert "<h1>Submission bundles" in html and "<table>" in html
+
+
+def test_review_shows_the_diff_against_the_previous_published_kernel(alpha):
+    from portal.moderation.services import do_moderate
+
+    team, user = alpha
+    mod = make_user("mod", moderator=True)
+    first, _ = actions.check_create_submission(team=team, user=user, blob=expert_bundle(), filename="a.zip")
+    do_moderate(evaluated(first), moderator=mod, decision="approve")
+    changed = expert_source("silu-and-mul").replace("one fused pass", "ONE FUSED PASS")
+    blob = make_zip({"submission.toml": manifest_text(["silu-and-mul"], guidance="L1"),
+                     "silu-and-mul/kernel.py": changed})
+    second, _ = actions.check_create_submission(team=team, user=user, blob=blob, filename="b.zip")
+    evaluated(second)
+    html = client_as(mod).get(f"/moderation/{second.pk}/").content.decode()
+    assert "Diff against the team" in html and "ONE FUSED PASS" in html and f"#{first.pk}/silu-and-mul/kernel.py" in html
