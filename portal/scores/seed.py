@@ -96,13 +96,16 @@ def seed(spec: SeedSpec, publish: bool = True) -> list[Submission]:
         attempt = EvaluationAttempt.objects.create(submission=sub, number=1, status=sub.status,
                                                    queue=f"gpu.{spec.hardware}", requested_by_label="seed",
                                                    mode="gpu", engine_version="seed")
+        SubmissionTask.objects.bulk_create([
+            SubmissionTask(submission=sub, task=task, position=pos, kernel_path=f"{task.slug}/kernel.py",
+                           kernel_source="# seeded\n", turns_used=rng.randint(20, 350))
+            for pos, task in enumerate(tasks)])
+        verdicts = [rng.random() < 0.55 + 0.1 * CONDITIONS.index(condition) for _ in tasks]
+        results = TaskResult.objects.bulk_create([
+            TaskResult(attempt=attempt, task=task, status="correct" if ok else "incorrect", verdict="clean")
+            for task, ok in zip(tasks, verdicts, strict=True)])
         workload_rows = []
-        for pos, task in enumerate(tasks):
-            SubmissionTask.objects.create(submission=sub, task=task, position=pos, kernel_path=f"{task.slug}/kernel.py",
-                                          kernel_source="# seeded\n", turns_used=rng.randint(20, 350))
-            correct = rng.random() < 0.55 + 0.1 * CONDITIONS.index(condition)
-            tr = TaskResult.objects.create(attempt=attempt, task=task, status="correct" if correct else "incorrect",
-                                           verdict="clean")
+        for task, tr, correct in zip(tasks, results, verdicts, strict=True):
             for i, w in enumerate(x for x in task.workloads.all() if not x.smoke):
                 ew = _workload(rng, w, skill, correct)
                 workload_rows.append(WorkloadResult(
