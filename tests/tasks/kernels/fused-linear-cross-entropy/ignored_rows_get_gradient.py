@@ -1,5 +1,5 @@
-"""Planted bug for fused-linear-cross-entropy: ignored tokens (-100) still get a softmax gradient (against target 0), so their dX
-rows are not zero and dW picks up their contribution.
+"""Planted bug for fused-linear-cross-entropy: ignored tokens (-100) still get a softmax gradient (against
+target 0), so their dX rows are not zero and dW picks up their contribution.
 """
 
 from __future__ import annotations
@@ -9,6 +9,10 @@ import triton
 import triton.language as tl
 
 IGNORE_INDEX = -100
+
+
+#: The K tile of every GPU candidate below (EVEN_K is decided against it).
+GEMM_BLOCK_K = 64
 
 
 def _gemm_configs() -> list[triton.Config]:
@@ -22,13 +26,33 @@ def _gemm_configs() -> list[triton.Config]:
 
 
 @triton.jit
+def _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk,
+                 BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
+    """acc += the kt-th BLOCK_K slice of A times that of B."""
+    a_k = a_ptrs + kt * BLOCK_K * stride_ak
+    b_k = b_ptrs + kt * BLOCK_K * stride_bk
+    if EVEN_K:
+        a = tl.load(a_k)
+        b = tl.load(b_k)
+    else:
+        k_ok = rk < K - kt * BLOCK_K
+        a = tl.load(a_k, mask=k_ok[None, :], other=0.0)
+        b = tl.load(b_k, mask=k_ok[:, None], other=0.0)
+    return tl.dot(a, b, acc, input_precision=PRECISION)
+
+
+@triton.jit
 def _gemm_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K: tl.constexpr,
+    a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, ACCUMULATE: tl.constexpr, PRECISION: tl.constexpr,
+    EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
-    """C[M, N] (+)= A[M, K] B[K, N] with fp32 accumulation; A_KMAJOR/B_KMAJOR only key the tuning."""
+    """C[M, N] (+)= A[M, K] B[K, N] with fp32 accumulation; A_KMAJOR/B_KMAJOR only key the tuning.
+
+    EVEN_K (K a multiple of every candidate BLOCK_K) drops the K mask from the main loop.
+    """
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -47,17 +71,17 @@ def _gemm_kernel(
     a_ptrs = a_ptr + am[:, None] * stride_am + rk[None, :] * stride_ak
     b_ptrs = b_ptr + rk[:, None] * stride_bk + bn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kt in range(tl.cdiv(K, BLOCK_K)):
-        if K % BLOCK_K == 0:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_ok = rk < K - kt * BLOCK_K
-            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=k_ok[:, None], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    n_k = tl.cdiv(K, BLOCK_K)
+    if INTERPRET:
+        # The interpreter cannot take a runtime loop bound in range() (numpy >= 2 refuses int()
+        # of a one-element array); the compiled kernel takes the pipelined for loop.
+        kt = 0
+        while kt < n_k:
+            acc = _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk, BLOCK_K, EVEN_K, PRECISION)
+            kt += 1
+    else:
+        for kt in range(n_k):
+            acc = _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk, BLOCK_K, EVEN_K, PRECISION)
     rm64 = rm.to(tl.int64)
     rn64 = rn.to(tl.int64)
     c_ptrs = c_ptr + rm64[:, None] * stride_cm + rn64[None, :] * stride_cn
@@ -82,9 +106,11 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool) -
         return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    on_gpu = a.device.type == "cuda"
     flags = {"A_KMAJOR": a.stride(1) == 1, "B_KMAJOR": b.stride(0) == 1, "ACCUMULATE": accumulate,
-             "PRECISION": "ieee" if a.dtype == torch.float32 else "tf32"}  # tf32 only matters for fp32
-    if a.device.type == "cuda":
+             "PRECISION": "ieee" if a.dtype == torch.float32 else "tf32",  # tf32 only matters for fp32
+             "EVEN_K": K % (GEMM_BLOCK_K if on_gpu else 32) == 0, "INTERPRET": not on_gpu}
+    if on_gpu:
         _gemm_tuned[grid](*args, **flags)
     else:  # the interpreter: one small tile shape
         _gemm_kernel[grid](*args, **flags, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=4)
