@@ -26,7 +26,7 @@ from evaluator.result import TaskResult as EngineTaskResult
 from evaluator.runner import RunOptions, gpu_present, run
 from portal.submissions import actions
 from portal.submissions.constants import INFRA_HARDWARE, INFRA_WORKER
-from portal.submissions.models import EvaluationAttempt, SubmissionTask
+from portal.submissions.models import EvaluationAttempt, SubmissionTask, WorkerBeacon
 from tasks.registry import TaskLoadError, get_task
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ def evaluate_attempt(submission_id: int, number: int, *, worker: str) -> str:
     state = RunState(attempt_id=attempt.pk, claim=claim, task_count=len(rows))
     beater = threading.Thread(target=_beat, args=(state,), name=f"heartbeat-{attempt.pk}", daemon=True)
     beater.start()
+    WorkerBeacon.objects.filter(hostname=worker).update(current=f"#{submission_id}.{number}")
     try:
         return _run(rows, opts, state, hardware)
     except ClaimLost:
@@ -98,6 +99,7 @@ def evaluate_attempt(submission_id: int, number: int, *, worker: str) -> str:
     finally:
         state.stop.set()
         beater.join(timeout=10)
+        WorkerBeacon.objects.filter(hostname=worker).update(current="")
 
 
 def _run(rows: list[SubmissionTask], opts: RunOptions, state: RunState, hardware: str) -> str:

@@ -1,8 +1,7 @@
 """Reads of submissions, attempts and results; the views and the API query nothing else.
 
 :func:`engine_task_result` rebuilds the engine's own :class:`evaluator.result.TaskResult` from
-the stored rows, so scores are always computed by :mod:`evaluator.score_result` (never here);
-the leaderboard should do the same with :func:`published_attempts`.
+the stored rows, so scores are always computed by :mod:`evaluator.score_result` (never here).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from evaluator.result import Finding
@@ -81,14 +80,6 @@ def engine_task_result(row: TaskResult) -> EngineTaskResult:
 
 def task_score(row: TaskResult) -> TaskScore:
     return score_task_result(engine_task_result(row))
-
-
-def published_attempts(*, hardware: str | None = None) -> QuerySet[EvaluationAttempt]:
-    """The attempt each published submission shows: the latest approved one."""
-    qs = EvaluationAttempt.objects.filter(submission__published_attempt=F("pk"))
-    if hardware:
-        qs = qs.filter(submission__hardware=hardware)
-    return qs.select_related("submission__team", "submission__model", "submission__harness")
 
 
 def latest_published(limit: int = 10) -> list[Submission]:
