@@ -29,6 +29,7 @@ from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.models import Task
 from portal.audit.services import audit_record
 from portal.scores.services import record_scores
+from portal.scores.tasks import queue_judging
 from portal.submissions.constants import (
     ATTEMPT_FINAL_STATUSES,
     INFRA_LOST,
@@ -209,7 +210,7 @@ def _do_create(*, team: Team, user: AbstractBaseUser, validated: ValidatedBundle
 
 # --- team and moderator actions ------------------------------------------------------------------
 
-@transaction.atomic(durable=True)
+@transaction.atomic
 def do_cancel(submission: Submission, *, user: AbstractBaseUser, reason: str = "", by_moderator: bool = False
               ) -> Submission:
     sub = _locked(submission.pk)
@@ -249,6 +250,7 @@ def do_publish(submission: Submission, *, user: AbstractBaseUser, reason: str = 
     sub.published_attempt, sub.published_at = attempt, timezone.now()
     sub.save(update_fields=["published_attempt", "published_at", "updated_at"])
     record_scores(sub)  # the leaderboard's rows, in the same transaction
+    queue_judging(sub)  # the LLM judge, after the commit, if one is configured
     return sub
 
 

@@ -177,3 +177,17 @@ def test_list_query_count_does_not_grow_with_rows(alpha):
     for guidance in ("L1", "L1+L2", "L1+L2+L3"):
         assert upload(client, expert_bundle(guidance=guidance)).status_code == 201
     assert 0 < list_queries(4) <= one
+
+
+def test_a_moderator_can_cancel_any_teams_run(alpha):
+    from portal.moderation.models import ModerationDecision
+
+    sub_id = upload(client_for(*alpha), expert_bundle()).json()["id"]
+    mod = APIClient(HTTP_HOST="localhost")
+    mod.force_login(make_user("mod", moderator=True))
+    response = mod.post(f"/api/v1/submissions/{sub_id}/decisions/", {"decision": "cancel", "reason": "bad node"},
+                        format="json")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert ModerationDecision.objects.get().decision == "cancel"
+    again = mod.post(f"/api/v1/submissions/{sub_id}/decisions/", {"decision": "approve"}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "invalid_transition"
