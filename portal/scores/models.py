@@ -72,3 +72,30 @@ class TaskScore(models.Model):
     class Meta:
         ordering = ["task__task_id"]
         constraints = [models.UniqueConstraint(fields=["submission", "task"], name="unique_task_score")]
+
+
+class JudgeScore(models.Model):
+    """The LLM judge's verdict on one task of a submission (AGENTS.md, Judge).
+
+    Stored with the judge model, the prompt version and every raw answer, so a score can be
+    audited and re-judged under a new prompt without losing the old one.
+    """
+
+    KINDS = (("design", "design"), ("implementation", "implementation"))
+
+    submission_task = models.ForeignKey("submissions.SubmissionTask", on_delete=models.CASCADE,
+                                        related_name="judge_scores")
+    kind = models.CharField(max_length=16, choices=KINDS)
+    score = models.FloatField(help_text="0-100: mean of the level scores")
+    levels = models.JSONField(help_text="{L1: 0-100, L2: ..., L3: ...}")
+    items = models.JSONField(help_text="[{id, level, item, score, evidence}] per rubric item")
+    judge_model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=40)
+    raw_answers = models.JSONField(help_text="every answer of the judge, the accepted one last")
+    attempts = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["submission_task", "kind", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["submission_task", "kind", "judge_model", "prompt_version"],
+                                               name="unique_judgement")]

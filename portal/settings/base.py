@@ -171,11 +171,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "web"
 #: Queue names: ``web`` for light jobs, ``cpu.interpret`` for correctness-only runs in Triton's
 #: interpreter, ``gpu.<hardware profile>`` for timed runs (one worker per GPU).
-CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("web", "cpu.interpret", "gpu.h200"))
+CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("web", "cpu.interpret", "gpu.h200", "judge"))
 CELERY_TASK_ROUTES = {
     "leaderboard.tasks.verify_reference_task": {"queue": "cpu.interpret"},
     # Evaluations are sent to the queue of their hardware profile explicitly (D2K_HARDWARE_QUEUES).
     "portal.submissions.tasks.reap_stale_runs_task": {"queue": "web"},
+    "portal.scores.tasks.judge_task": {"queue": "judge"},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -190,6 +191,16 @@ CELERY_BEAT_SCHEDULE = {
 #: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
 D2K_HARDWARE_QUEUES = {"h200": "gpu.h200", "cpu-interpret": "cpu.interpret"}
 D2K_DEFAULT_HARDWARE = os.environ.get("D2K_DEFAULT_HARDWARE", "h200")
+#: The LLM judge of design-only submissions (AGENTS.md, Judge), on the ``judge`` queue. Design-only
+#: uploads are refused while D2K_JUDGE_PROVIDER (openai or anthropic) and D2K_JUDGE_MODEL are unset.
+D2K_JUDGE_QUEUE = "judge"
+D2K_JUDGE = {
+    "provider": os.environ.get("D2K_JUDGE_PROVIDER", ""),
+    "model": os.environ.get("D2K_JUDGE_MODEL", ""),
+    "base_url": os.environ.get("D2K_JUDGE_BASE_URL") or None,
+    "api_key_env": os.environ.get("D2K_JUDGE_API_KEY_ENV", ""),
+    "timeout_s": float(env_int("D2K_JUDGE_TIMEOUT_S", 600)),
+}
 #: Upload limits (PORTAL.md, validation): the archive as sent, its content, and zip-bomb guards.
 D2K_UPLOAD_MAX_BYTES = env_int("D2K_UPLOAD_MAX_BYTES", 32 * 2**20)
 D2K_BUNDLE_MAX_UNCOMPRESSED = env_int("D2K_BUNDLE_MAX_UNCOMPRESSED", 256 * 2**20)
@@ -245,3 +256,12 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 CELERY_TASK_TRACK_STARTED = False
+
+# --- The LLM judge (AGENTS.md) ------------------------------------------------------------------
+#: Published submissions are judged when D2K_JUDGE_MODEL is set, by workers on the ``judge`` queue.
+D2K_JUDGE_PROVIDER = os.environ.get("D2K_JUDGE_PROVIDER", "anthropic")
+D2K_JUDGE_MODEL = os.environ.get("D2K_JUDGE_MODEL", "")
+D2K_JUDGE_BASE_URL = os.environ.get("D2K_JUDGE_BASE_URL", "")
+D2K_JUDGE_API_KEY_ENV = os.environ.get("D2K_JUDGE_API_KEY_ENV", "")
+D2K_JUDGE_TIMEOUT_S = float(os.environ.get("D2K_JUDGE_TIMEOUT_S", "300"))
+D2K_JUDGE_MAX_RETRIES = env_int("D2K_JUDGE_MAX_RETRIES", 6)

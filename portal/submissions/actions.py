@@ -24,6 +24,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from agents.judge import JudgeResult
 from evaluator.result import RunResult
 from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.models import Task
@@ -41,6 +42,7 @@ from portal.submissions.models import (
     Bundle,
     EvaluationAttempt,
     Harness,
+    JudgeScore,
     Submission,
     SubmissionTask,
     TaskResult,
@@ -120,7 +122,7 @@ def _new_attempt(sub: Submission, *, actor: Actor, reason: str, hardware: str | 
     if hardware and hardware != sub.hardware:
         raise InvalidTransition(sub.status, S.QUEUED, "a re-run on another hardware profile is a new submission")
     attempt = EvaluationAttempt.objects.create(submission=sub, number=number, status=S.QUEUED,
-                                               queue=queue_for(sub.hardware), requested_by_label=actor.label,
+                                               queue=queue_for(sub.hardware, sub.mode), requested_by_label=actor.label,
                                                request_reason=reason)
     sub.current_attempt = attempt
     sub.save(update_fields=["current_attempt", "updated_at"])
@@ -333,6 +335,35 @@ def do_record_task_result(attempt_id: int, claim: str, result: EngineTaskResult)
             "rel_stderr": cand.rel_stderr if cand else None, "data": w.model_dump(mode="json")})
     EvaluationAttempt.objects.filter(pk=attempt.pk).update(heartbeat_at=timezone.now())
     return True
+
+
+@transaction.atomic(durable=True)
+def do_record_judge_score(attempt_id: int, claim: str, slug: str, result: JudgeResult) -> bool:
+    """Store the judge's score of one task, keyed (attempt, task, kind): a redelivery overwrites."""
+    attempt = _owned(attempt_id, claim)
+    if attempt is None:
+        return False
+    JudgeScore.objects.update_or_create(attempt=attempt, task=Task.objects.get(slug=slug), kind=result.kind, defaults={
+        "score": result.score, "levels": result.levels, "items": result.items, "judge_model": result.judge_model,
+        "prompt_version": result.prompt_version, "raw_answers": result.raw_answers,
+        "answer_attempts": result.attempts})
+    EvaluationAttempt.objects.filter(pk=attempt.pk).update(heartbeat_at=timezone.now())
+    return True
+
+
+@transaction.atomic(durable=True)
+def do_finish_judging(attempt_id: int, claim: str) -> str | None:
+    """Close a design-only attempt once every task has its score: ``evaluated``."""
+    attempt = _owned(attempt_id, claim)
+    if attempt is None:
+        return None
+    judged = attempt.judge_scores.count()
+    attempt.finished_at, attempt.claim, attempt.mode = timezone.now(), "", "judge"
+    attempt.save(update_fields=["finished_at", "claim", "mode"])
+    sub = _locked(attempt.submission_id)
+    _transition(sub, S.EVALUATED, actor=Actor(system="worker"), attempt=attempt,
+                reason=f"{judged} design document(s) judged")
+    return S.EVALUATED
 
 
 def _is_infra(result: EngineTaskResult) -> bool:
