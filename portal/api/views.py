@@ -61,7 +61,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     permission_classes = [AllowAny]
 
     def get_permissions(self):  # noqa: ANN201
-        if self.action in ("list", "retrieve", "results"):
+        if self.action in ("list", "retrieve", "results", "judge"):
             return [AllowAny()]
         return [IsAuthenticated()]
 
@@ -148,6 +148,14 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         sub = self.get_object()
         attempt = sub.current_attempt if self._private(sub) else sub.published_attempt
         return Response(s.TaskResultSerializer(selectors.attempt_results(attempt), many=True).data)
+
+    @extend_schema(responses=s.JudgeScoreSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def judge(self, request: Request, pk: str | None = None) -> Response:
+        """The LLM judge's scores (design-only submissions) of the attempt the caller may see."""
+        sub = self.get_object()
+        attempt = sub.current_attempt if self._private(sub) else sub.published_attempt
+        return Response(s.JudgeScoreSerializer(selectors.judge_scores(attempt), many=True).data)
 
     @extend_schema(responses=s.TaskLogSerializer(many=True))
     @action(detail=True, methods=["get"])

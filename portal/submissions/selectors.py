@@ -23,6 +23,7 @@ from portal.moderation.permissions import is_moderator
 from portal.submissions.constants import Status
 from portal.submissions.models import (
     EvaluationAttempt,
+    JudgeScore,
     Submission,
     SubmissionTask,
     TaskResult,
@@ -67,6 +68,12 @@ def attempt_results(attempt: EvaluationAttempt | None) -> list[TaskResult]:
     return list(TaskResult.objects.filter(attempt=attempt).select_related("task")
                 .prefetch_related(Prefetch("workloads", queryset=WorkloadResult.objects.order_by("smoke", "position")))
                 .order_by("task__task_id"))
+
+
+def judge_scores(attempt: EvaluationAttempt | None) -> list[JudgeScore]:
+    if attempt is None:
+        return []
+    return list(JudgeScore.objects.filter(attempt=attempt).select_related("task").order_by("task__task_id", "kind"))
 
 
 def engine_task_result(row: TaskResult) -> EngineTaskResult:

@@ -81,6 +81,7 @@ def _context(request: HttpRequest, sub) -> dict:  # noqa: ANN001
     return {
         "sub": sub, "private": private, "attempt": attempt, "results": results,
         "scores": {r.pk: selectors.task_score(r) for r in results},
+        "judge_scores": selectors.judge_scores(attempt),
         "attempts": selectors.attempts_of(sub) if private else [],
         "can_act": permissions.can_act(request.user, sub),
         "cancellable": sub.status in actions.TEAM_CANCELLABLE,
@@ -108,6 +109,16 @@ def kernel(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
         raise Http404("no such kernel")
     return render(request, "submissions/kernel.html",
                   {"sub": sub, "task": task, "code": highlight_python(task.kernel_source)})
+
+
+def design(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
+    """A design-only submission's document, rendered as Markdown with raw HTML off (escaped)."""
+    sub = _visible(request, pk)
+    task = next((t for t in sub.tasks.all() if t.task.slug == slug), None)
+    if task is None or not task.design_source:
+        raise Http404("no such design document")
+    body = mark_safe(MarkdownIt("commonmark", {"html": False}).enable("table").render(task.design_source))  # noqa: S308
+    return render(request, "submissions/design.html", {"sub": sub, "task": task, "body": body})
 
 
 def transcript(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
