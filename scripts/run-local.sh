@@ -24,7 +24,7 @@ python manage.py sync_tasks
 python manage.py import_reference_results --default   # the committed H200 reference timings
 
 # -B runs Celery beat in the same process: the stale-heartbeat reaper.
-celery -A portal worker -B -s var/celerybeat-schedule -Q cpu.interpret,web -c 1 --pool solo -l info \
+celery -A portal worker -B -s var/celerybeat-schedule -Q cpu.interpret,web,judge -c 1 --pool solo -l info \
   >var/worker.log 2>&1 &
 WORKER_PID=$!
 SERVER_PID=""
