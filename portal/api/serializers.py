@@ -6,9 +6,9 @@ from rest_framework import serializers
 
 from leaderboard.models import Task, Workload
 from portal.moderation.models import Decision
+from portal.scores.models import JudgeScore
 from portal.submissions.models import (
     EvaluationAttempt,
-    JudgeScore,
     Submission,
     SubmissionTask,
     TaskResult,
@@ -124,11 +124,11 @@ class TaskResultSerializer(serializers.ModelSerializer):
 
 
 class JudgeScoreSerializer(serializers.ModelSerializer):
-    slug = serializers.CharField(source="task.slug")
+    slug = serializers.CharField(source="submission_task.task.slug")
 
     class Meta:
         model = JudgeScore
-        fields = ["slug", "kind", "score", "levels", "items", "judge_model", "prompt_version", "answer_attempts"]
+        fields = ["slug", "kind", "score", "levels", "items", "judge_model", "prompt_version", "attempts", "created_at"]
 
 
 class TaskLogSerializer(serializers.ModelSerializer):

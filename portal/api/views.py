@@ -152,10 +152,9 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     @extend_schema(responses=s.JudgeScoreSerializer(many=True))
     @action(detail=True, methods=["get"])
     def judge(self, request: Request, pk: str | None = None) -> Response:
-        """The LLM judge's scores (design-only submissions) of the attempt the caller may see."""
+        """The LLM judge's scores: a design-only submission's designs, a published one's kernels."""
         sub = self.get_object()
-        attempt = sub.current_attempt if self._private(sub) else sub.published_attempt
-        return Response(s.JudgeScoreSerializer(selectors.judge_scores(attempt), many=True).data)
+        return Response(s.JudgeScoreSerializer(selectors.judge_scores(sub), many=True).data)
 
     @extend_schema(responses=s.TaskLogSerializer(many=True))
     @action(detail=True, methods=["get"])

@@ -191,16 +191,9 @@ CELERY_BEAT_SCHEDULE = {
 #: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
 D2K_HARDWARE_QUEUES = {"h200": "gpu.h200", "cpu-interpret": "cpu.interpret"}
 D2K_DEFAULT_HARDWARE = os.environ.get("D2K_DEFAULT_HARDWARE", "h200")
-#: The LLM judge of design-only submissions (AGENTS.md, Judge), on the ``judge`` queue. Design-only
-#: uploads are refused while D2K_JUDGE_PROVIDER (openai or anthropic) and D2K_JUDGE_MODEL are unset.
+#: Design-only submissions are evaluated by the LLM judge on this queue (the D2K_JUDGE_* settings
+#: below); their uploads are refused while D2K_JUDGE_MODEL is unset.
 D2K_JUDGE_QUEUE = "judge"
-D2K_JUDGE = {
-    "provider": os.environ.get("D2K_JUDGE_PROVIDER", ""),
-    "model": os.environ.get("D2K_JUDGE_MODEL", ""),
-    "base_url": os.environ.get("D2K_JUDGE_BASE_URL") or None,
-    "api_key_env": os.environ.get("D2K_JUDGE_API_KEY_ENV", ""),
-    "timeout_s": float(env_int("D2K_JUDGE_TIMEOUT_S", 600)),
-}
 #: Upload limits (PORTAL.md, validation): the archive as sent, its content, and zip-bomb guards.
 D2K_UPLOAD_MAX_BYTES = env_int("D2K_UPLOAD_MAX_BYTES", 32 * 2**20)
 D2K_BUNDLE_MAX_UNCOMPRESSED = env_int("D2K_BUNDLE_MAX_UNCOMPRESSED", 256 * 2**20)

@@ -2,7 +2,8 @@
 
 The judge itself is :func:`agents.judge.judge` (rubric from the task's guidance, strict JSON,
 retries on malformed answers, scores computed from the items, never invented). This module only
-builds the provider from settings and reports through the actions, like the engine's worker job.
+builds the provider from the ``D2K_JUDGE_*`` settings (shared with the judging of published
+submissions, :mod:`portal.scores.judging`) and reports through the actions, like the engine's worker job.
 A provider failure, or a judge that gives no valid answer, is our side's fault: the attempt is
 retried and then shown as ``error``; it never becomes a score.
 """
@@ -14,7 +15,8 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.judge import judge
-from agents.providers import ProviderConfig, ProviderError, make_provider
+from agents.providers import ProviderError, make_provider
+from portal.scores.judging import judge_configured, provider_config
 from portal.submissions import actions
 from portal.submissions.models import SubmissionTask
 from tasks.registry import TaskLoadError, get_task
@@ -22,15 +24,7 @@ from tasks.registry import TaskLoadError, get_task
 INFRA_JUDGE = "portal:infra:judge"
 
 
-def judge_configured() -> bool:
-    conf = settings.D2K_JUDGE
-    return bool(conf.get("provider") and conf.get("model"))
-
-
-def provider_config() -> ProviderConfig:
-    conf = settings.D2K_JUDGE
-    return ProviderConfig(provider=conf["provider"], model=conf["model"], base_url=conf.get("base_url"),
-                          api_key_env=conf.get("api_key_env", ""), timeout_s=conf.get("timeout_s", 600.0))
+__all__ = ["judge_attempt", "judge_configured"]
 
 
 def judge_attempt(rows: list[SubmissionTask], attempt_id: int, claim: str, progress: dict) -> str:

@@ -199,31 +199,6 @@ class WorkloadResult(models.Model):
         return f"{self.task_result} {self.name}"
 
 
-class JudgeScore(models.Model):
-    """The LLM judge's score of one task of an attempt (a design document, or a kernel), 0-100,
-    with everything needed to audit it: the judge model, the prompt version, the per-item scores
-    and every raw answer."""
-
-    attempt = models.ForeignKey(EvaluationAttempt, on_delete=models.CASCADE, related_name="judge_scores")
-    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="+")
-    kind = models.CharField(max_length=16, help_text="design or implementation")
-    score = models.FloatField()
-    levels = models.JSONField(default=dict, help_text="L1/L2/L3 -> 0-100")
-    items = models.JSONField(default=list)
-    judge_model = models.CharField(max_length=200)
-    prompt_version = models.CharField(max_length=40)
-    raw_answers = models.JSONField(default=list)
-    answer_attempts = models.PositiveIntegerField(default=1)
-    recorded_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["attempt", "task__task_id", "kind"]
-        constraints = [models.UniqueConstraint(fields=["attempt", "task", "kind"], name="unique_judge_score")]
-
-    def __str__(self) -> str:
-        return f"{self.attempt} {self.task.slug} {self.kind}: {self.score}"
-
-
 class WorkerBeacon(models.Model):
     """A Celery worker's sign of life, for the status page (written by the worker's own timer)."""
 

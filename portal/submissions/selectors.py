@@ -20,10 +20,10 @@ from evaluator.result import WorkloadResult as EngineWorkload
 from evaluator.score_result import score_task_result
 from evaluator.scoring import TaskScore
 from portal.moderation.permissions import is_moderator
+from portal.scores.models import JudgeScore
 from portal.submissions.constants import Status
 from portal.submissions.models import (
     EvaluationAttempt,
-    JudgeScore,
     Submission,
     SubmissionTask,
     TaskResult,
@@ -70,10 +70,10 @@ def attempt_results(attempt: EvaluationAttempt | None) -> list[TaskResult]:
                 .order_by("task__task_id"))
 
 
-def judge_scores(attempt: EvaluationAttempt | None) -> list[JudgeScore]:
-    if attempt is None:
-        return []
-    return list(JudgeScore.objects.filter(attempt=attempt).select_related("task").order_by("task__task_id", "kind"))
+def judge_scores(submission: Submission) -> list[JudgeScore]:
+    """The judge's scores of a submission's tasks (design documents and, once published, kernels)."""
+    return list(JudgeScore.objects.filter(submission_task__submission=submission)
+                .select_related("submission_task__task").order_by("submission_task__position", "kind", "-created_at"))
 
 
 def engine_task_result(row: TaskResult) -> EngineTaskResult:

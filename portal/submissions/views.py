@@ -81,7 +81,6 @@ def _context(request: HttpRequest, sub) -> dict:  # noqa: ANN001
     return {
         "sub": sub, "private": private, "attempt": attempt, "results": results,
         "scores": {r.pk: selectors.task_score(r) for r in results},
-        "judge_scores": selectors.judge_scores(attempt),
         "attempts": selectors.attempts_of(sub) if private else [],
         "can_act": permissions.can_act(request.user, sub),
         "cancellable": sub.status in actions.TEAM_CANCELLABLE,

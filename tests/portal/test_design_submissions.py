@@ -8,8 +8,9 @@ import json
 import pytest
 
 from agents.judge import PROMPT_VERSION, build_rubric
+from portal.scores.models import JudgeScore
 from portal.submissions.actions import check_create_submission
-from portal.submissions.models import EvaluationAttempt, JudgeScore, Submission
+from portal.submissions.models import EvaluationAttempt, Submission
 from portal.submissions.problems import BundleInvalid
 from tasks.registry import get_task
 from tests.agents.fake_llm import FakeLLM, Reply
@@ -25,13 +26,13 @@ def design_bundle() -> bytes:
 
 @pytest.mark.django_db
 def test_design_uploads_are_refused_without_a_judge(catalogue, media, settings):
-    settings.D2K_JUDGE = {"provider": "", "model": ""}
+    settings.D2K_JUDGE_MODEL = ""
     team, user = make_team("Alpha")
     with pytest.raises(BundleInvalid) as info:
         check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
     assert [(p.file, p.rule) for p in info.value.problems] == [("submission.toml", "design-mode")]
     missing = make_zip({"submission.toml": manifest_text(["silu-and-mul"], mode="design")})
-    settings.D2K_JUDGE = {"provider": "anthropic", "model": "judge-1"}
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-1"
     with pytest.raises(BundleInvalid) as info:
         check_create_submission(team=team, user=user, blob=missing, filename="d.zip")
     assert [(p.file, p.rule) for p in info.value.problems] == [("silu-and-mul/design.md", "missing-file")]
@@ -41,26 +42,26 @@ def test_design_uploads_are_refused_without_a_judge(catalogue, media, settings):
 @pytest.mark.timeout(300)
 def test_a_design_is_judged_by_the_worker(transactional_db, catalogue, media, settings, portal_worker):
     ids = [item.id for item in build_rubric(get_task("silu-and-mul", catalogue))]
-    answer = json.dumps({"items": [{"id": i, "score": 60 + n % 3 * 10, "evidence": "stated"} for n, i in enumerate(ids)],
+    answer = json.dumps({"items": [{"id": i, "score": 70, "evidence": "stated"} for i in ids],
                          "summary": "a fused design"})
     with FakeLLM([Reply(text="not json"), Reply(text=answer)]) as llm:
-        settings.D2K_JUDGE = {"provider": "anthropic", "model": "judge-1", "base_url": llm.url, "api_key_env": ""}
+        settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL, settings.D2K_JUDGE_BASE_URL = "anthropic", "judge-1", llm.url
         worker = portal_worker("judge,web", D2K_JUDGE_PROVIDER="anthropic", D2K_JUDGE_MODEL="judge-1",
                                D2K_JUDGE_BASE_URL=llm.url, ANTHROPIC_API_KEY="test-key")
         team, user = make_team("Alpha")
         sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
         assert sub.current_attempt.queue == "judge" and sub.tasks.get().design_source == DESIGN
         worker.wait_for("the judgement", lambda: Submission.objects.get(pk=sub.pk).status == "evaluated", 120)
-    score = JudgeScore.objects.get(attempt__submission=sub)
+    score = JudgeScore.objects.get(submission_task__submission=sub)
     assert score.kind == "design" and score.judge_model == "judge-1" and score.prompt_version == PROMPT_VERSION
-    assert score.answer_attempts == 2 and len(score.raw_answers) == 2 and set(score.levels) == {"L1", "L2", "L3"}
-    assert 60 <= score.score <= 80
+    assert score.attempts == 2 and len(score.raw_answers) == 2 and set(score.levels) == {"L1", "L2", "L3"}
+    assert score.score == 70
     assert EvaluationAttempt.objects.get(submission=sub).mode == "judge"
     from django.test import Client
 
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
     page = client.get(f"/submissions/{sub.pk}/").content.decode()
-    assert 'id="judge-silu-and-mul"' in page and "judge-1" in page
+    assert "design 70/100" in page and "judge-1" in page
     design = client.get(f"/submissions/{sub.pk}/design/silu-and-mul/").content.decode()
     assert "&lt;b&gt;fused&lt;/b&gt;" in design and "<b>fused</b>" not in design
