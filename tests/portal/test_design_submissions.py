@@ -65,3 +65,30 @@ def test_a_design_is_judged_by_the_worker(transactional_db, catalogue, media, se
     assert "design 70/100" in page and "judge-1" in page
     design = client.get(f"/submissions/{sub.pk}/design/silu-and-mul/").content.decode()
     assert "&lt;b&gt;fused&lt;/b&gt;" in design and "<b>fused</b>" not in design
+
+
+@pytest.mark.django_db
+def test_a_judged_design_can_be_published(catalogue, media, settings):
+    """The whole path without a worker: judged, evaluated, approved, public (with its scores)."""
+    from agents.judge import JudgeResult
+    from portal.moderation.services import do_moderate
+    from portal.submissions import actions
+    from tests.portal.factories import make_user
+
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-1"
+    team, user = make_team("Alpha")
+    sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
+    attempt = EvaluationAttempt.objects.get(submission=sub)
+    result = JudgeResult(kind="design", score=55.0, levels={"L1": 60.0, "L2": 50.0, "L3": 55.0}, items=[],
+                         judge_model="judge-1")
+    assert actions.do_record_judge_score(attempt.pk, claim, "silu-and-mul", result)
+    assert actions.do_record_judge_score(attempt.pk, claim, "silu-and-mul", result)  # redelivered: no new row
+    assert actions.do_finish_judging(attempt.pk, claim) == "evaluated"
+    do_moderate(sub, moderator=make_user("mod", moderator=True), decision="approve")
+    sub.refresh_from_db()
+    assert sub.status == "published" and JudgeScore.objects.filter(submission_task__submission=sub).count() == 1
+    from rest_framework.test import APIClient
+
+    scores = APIClient(HTTP_HOST="localhost").get(f"/api/v1/submissions/{sub.pk}/judge/").json()
+    assert [(s["slug"], s["kind"], s["score"]) for s in scores] == [("silu-and-mul", "design", 55.0)]
