@@ -174,7 +174,7 @@ def _ssd_scan_fwd_kernel(
 
 #: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products; the
 #: P x N state is split along P when there are too few (sequence, head) pairs to fill 132 SMs.
-BT, NUM_WARPS = 64, 4
+BT, NUM_WARPS = 64, 8
 
 
 def mamba2_ssd_chunk_scan(
