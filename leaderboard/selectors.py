@@ -75,3 +75,22 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
                 for wid, p in sorted(by_w.items(), key=lambda kv: workloads[kv[0]].position)]
         out.append(ReferenceProfile(run, rows))
     return out
+
+
+def best_published_kernels(task: Task, limit: int = 5) -> dict[str, list]:
+    """Per hardware profile, the fastest correct published kernels for ``task`` (latest run of each group).
+
+    Read from the scores stored at publication, so only public results appear.
+    """
+    from portal.scores.models import SubmissionScore
+    from portal.scores.models import TaskScore as StoredTaskScore
+
+    latest = SubmissionScore.objects.filter(scope="all", is_latest=True, mode="kernel").values("submission_id")
+    rows = (StoredTaskScore.objects.filter(task=task, correct=True, submission_id__in=latest)
+            .select_related("submission__model", "submission__team").order_by("submission__hardware", "-speedup"))
+    out: dict[str, list] = {}
+    for r in rows:
+        best = out.setdefault(r.submission.hardware, [])
+        if len(best) < limit:
+            best.append(r)
+    return out

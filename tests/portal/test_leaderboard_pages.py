@@ -104,3 +104,16 @@ def test_api_serves_the_same_rows_and_pairs(board, client) -> None:
     assert len(pairs) == 6 and all(p["ci"][0] <= p["score_ratio"] <= p["ci"][1] for p in pairs)
     schema = client.get("/api/v1/schema/").content.decode()
     assert "/api/v1/leaderboard/" in schema and "/api/v1/pairs/" in schema
+
+
+def test_task_page_lists_the_best_published_kernels(board, client) -> None:
+    published, hidden = board
+    html = client.get("/tasks/silu-and-mul/").content.decode()
+    assert 'id="best-h200"' in html
+    from portal.scores.models import TaskScore
+
+    best = TaskScore.objects.filter(task__slug="silu-and-mul", correct=True, submission__in=published)
+    top = max(best, key=lambda t: t.speedup)
+    assert f"{top.speedup:.2f}×" in html
+    for s in hidden:
+        assert f"/submissions/{s.pk}/kernel/" not in html

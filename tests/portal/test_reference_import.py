@@ -58,7 +58,7 @@ def test_bad_files_write_nothing(task_tree, tmp_path: Path) -> None:
 def test_task_page_shows_the_imported_reference_times(task_tree, client, django_assert_num_queries) -> None:
     sync(_tree(task_tree))
     call_command("import_reference_results", str(RESULT), stdout=StringIO())
-    with django_assert_num_queries(4):  # task, workloads, reference runs, their timings
+    with django_assert_num_queries(5):  # task, workloads, reference runs, their timings, best kernels
         html = client.get("/tasks/fused-add-rmsnorm/").content.decode()
     assert 'id="reference-h200"' in html and "NVIDIA H200" in html and "h200-bench.json" in html
     data = json.loads(RESULT.read_text())
