@@ -1,0 +1,93 @@
+"""What a worker's process tree is doing, read from ``/proc`` by the judge (outside its reach).
+
+Two watches: the resident memory of the whole tree (a kernel that eats host memory is killed
+before the machine's OOM killer picks a victim), and processes the kernel started. Triton
+legitimately runs its compilers (``ptxas``, and the C compiler once per cache for its launcher),
+so those are allowed; anything else under the worker (a shell, a forked Python, a daemon) fails
+the task. A process that lives shorter than the polling interval can slip past this watch, but
+not past the PID namespace, which ends with the task.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Executables a worker may start: Triton's assembler and the C toolchain it builds its launcher with.
+ALLOWED_EXE_NAMES = frozenset({"ptxas", "ptxas-blackwell", "cc", "gcc", "cc1", "as", "ld", "ld.bfd", "collect2",
+                               "clang", "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-gcc", "cuobjdump",
+                               "nvdisasm", "ldconfig", "ldconfig.real"})
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    exe: str
+    cmdline: str
+    rss_bytes: int
+
+
+def _read(pid: int) -> Proc | None:
+    base = Path("/proc") / str(pid)
+    try:
+        stat = (base / "stat").read_text()
+        # The command name may hold spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rindex(")") + 2:].split()
+        ppid, rss_pages = int(fields[1]), int(fields[21])
+        try:
+            exe = os.readlink(base / "exe")
+        except OSError:
+            exe = ""
+        cmdline = (base / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return Proc(pid, ppid, exe, cmdline[:300], rss_pages * os.sysconf("SC_PAGE_SIZE"))
+
+
+def tree(root: int) -> list[Proc]:
+    """``root`` and all its descendants."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            p = _read(int(entry))
+            if p is not None:
+                procs[p.pid] = p
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        if pid in procs:
+            out.append(procs[pid])
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def worker_of(procs: list[Proc], marker: str = "evaluator.worker") -> Proc | None:
+    """The topmost process running the worker (under bubblewrap it is a grandchild)."""
+    marked = {p.pid: p for p in procs if marker in p.cmdline and Path(p.exe).name.startswith("python")}
+    for p in marked.values():
+        if p.ppid not in marked:
+            return p
+    return None
+
+
+def spawned(procs: list[Proc], worker: Proc) -> list[Proc]:
+    """Descendants of the worker that are not one of Triton's compilers."""
+    below: set[int] = {worker.pid}
+    changed = True
+    while changed:
+        changed = False
+        for p in procs:
+            if p.ppid in below and p.pid not in below:
+                below.add(p.pid)
+                changed = True
+    below.discard(worker.pid)
+    return [p for p in procs if p.pid in below and Path(p.exe).name not in ALLOWED_EXE_NAMES]
+
+
+def rss(procs: list[Proc]) -> int:
+    return sum(p.rss_bytes for p in procs)

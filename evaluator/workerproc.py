@@ -1,0 +1,261 @@
+"""The judge's handle on one worker process: start it sandboxed, hand it calls, watch it.
+
+The judge talks to a worker over a private socket pair and shares memory with it through an
+arena descriptor; nothing else is inherited. Every answer is parsed with the protocol's models
+and must answer the call just sent, so a forged, extra or malformed line is the candidate's
+failure (``eval:user:protocol``), never a result. The judge's own clock times each round trip.
+A watcher thread reads the worker's process tree from ``/proc`` and kills it when it uses more
+host memory than allowed or starts a process that is not one of Triton's compilers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from evaluator import errors, procwatch, sandbox
+from evaluator.arena import Arena
+from evaluator.protocol import LINE_CAP, Call, Done, LoadError, OutputSpec, ProviderSpec, Ready, Reply, Setup
+from evaluator.tails import TailBuffer, drain
+from tasks.registry import REPO_ROOT
+
+OUTPUT_CAP = 64 * 1024  # bytes of a worker's stdout/stderr kept (the tail)
+WATCH_INTERVAL_S = 0.2
+_REPLY = TypeAdapter(Reply)
+
+
+class WorkerFailure(errors.SubmissionError):
+    """The worker died, hung, lied or misbehaved: the task fails with this code and reason."""
+
+
+@dataclass
+class WorkerConfig:
+    """How to start one worker."""
+
+    label: str  # "candidate", "expert", "trusted": shown in reasons
+    providers: dict[str, ProviderSpec]  # paths as seen outside the sandbox
+    outputs: list[OutputSpec]
+    inputs: list[str]
+    device: str  # "cpu" | "cuda"
+    interpret: bool
+    sandboxed: bool
+    untrusted: bool = True  # watch for spawned processes
+    flush_bytes: int = 0
+    record_ops: bool = True
+    deadline: float = float("inf")  # time.monotonic() after which every wait gives up
+
+
+class WorkerProcess:
+    def __init__(self, cfg: WorkerConfig, arena: Arena):
+        self.cfg = cfg
+        self.arena = arena
+        self.seq = 0
+        self.violation: tuple[str, str] | None = None  # (code, reason) found by the watcher
+        self.out = TailBuffer(OUTPUT_CAP)
+        self.err = TailBuffer(OUTPUT_CAP)
+        self._stop = threading.Event()
+        self._workdir = tempfile.TemporaryDirectory(prefix=f"d2k-{cfg.label}-")
+        self._pending = b""
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+
+    # --- life cycle --------------------------------------------------------------------
+    def start(self) -> list[str]:
+        """Start the worker and load its providers; returns the providers it loaded.
+
+        Raises :class:`WorkerFailure` with ``eval:user:import`` or ``eval:user:entry-point``
+        when a provider does not load, and the usual death codes when the worker dies.
+        """
+        ours, theirs = socket.socketpair()
+        self.sock = ours
+        workdir = Path(self._workdir.name)
+        env_extra = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                     "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p)}
+        if self.cfg.interpret:
+            env_extra["TRITON_INTERPRET"] = "1"
+        argv = [sys.executable, "-m", "evaluator.worker", str(theirs.fileno())]
+        providers = {n: p.model_copy(update={"path": str(Path(p.path).resolve())}) for n, p in self.cfg.providers.items()}
+        if self.cfg.sandboxed:
+            files = {}
+            for name, spec in providers.items():
+                if not spec.compile and not Path(spec.path).resolve().is_relative_to(REPO_ROOT / "tasks"):
+                    files[name] = Path(spec.path).resolve()
+                    providers[name] = spec.model_copy(update={"path": f"{sandbox.PROVIDER_DIR}/{name}.py"})
+            env = sandbox.scrubbed_env(os.environ, {**env_extra, "HOME": sandbox.WORKDIR, "TMPDIR": "/tmp",
+                                                    "TRITON_CACHE_DIR": f"{sandbox.WORKDIR}/.triton"})
+            cmd = sandbox.bwrap_command(argv, workdir=workdir, code_dirs=[REPO_ROOT / "evaluator", REPO_ROOT / "tasks"],
+                                        files=files, hidden=[REPO_ROOT / "references"],
+                                        gpu=self.cfg.device == "cuda", env=env)
+            env, cwd = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, str(workdir)
+        else:
+            (workdir / "tmp").mkdir()
+            env = sandbox.scrubbed_env(os.environ, {**env_extra, "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
+                                                    "TRITON_CACHE_DIR": str(workdir / ".triton")})
+            cmd, cwd = argv, str(workdir)
+        limits = sandbox.Limits(data_bytes=sandbox.worker_memory_cap() if self.cfg.device == "cpu" else None)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     pass_fds=(theirs.fileno(), self.arena.fd), env=env, cwd=cwd,
+                                     start_new_session=True, preexec_fn=limits.apply)
+        theirs.close()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self._drains = [drain(self.proc.stdout, self.out), drain(self.proc.stderr, self.err)]
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()
+        setup = Setup(device=self.cfg.device, arena_fd=self.arena.fd, arena_size=self.arena.size,
+                      providers=providers, outputs=self.cfg.outputs, inputs=self.cfg.inputs,
+                      flush_bytes=self.cfg.flush_bytes, record_ops=self.cfg.record_ops)
+        self._send(setup.model_dump_json())
+        reply = self._receive("loading its kernel")
+        if isinstance(reply, LoadError):
+            code = errors.USER_IMPORT if reply.kind == "import" else errors.USER_ENTRY_POINT
+            prefix = "the kernel file does not import: " if reply.kind == "import" else ""
+            raise WorkerFailure(prefix + reply.message, code=code)
+        if not isinstance(reply, Ready):
+            raise self._protocol("expected the worker to report ready")
+        return reply.providers
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.sendall(b'{"op": "quit"}\n')
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            self._kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+            for t in self._drains:
+                t.join(timeout=2)
+        if self.sock is not None:
+            self.sock.close()
+        self._workdir.cleanup()
+
+    def _kill(self) -> None:
+        """SIGKILL the worker's process group and every descendant (a child may have left the group)."""
+        if self.proc is None:
+            return
+        procs = procwatch.tree(self.proc.pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.pid, signal.SIGKILL)
+
+    # --- calls ---------------------------------------------------------------------------
+    def call(self, call: Call) -> tuple[Done, float]:
+        """Send one call; returns the worker's answer and the judge's wall time of the round trip (ms)."""
+        self.seq += 1
+        call = call.model_copy(update={"seq": self.seq})
+        text = call.model_dump_json()
+        t0 = time.perf_counter()
+        self._send(text)
+        reply = self._receive(f"a call of {call.provider}")
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        if not isinstance(reply, Done) or reply.seq != call.seq:
+            raise self._protocol(f"the answer to call {call.seq} was {reply.model_dump_json()[:200]}")
+        if self._pending.strip():
+            raise self._protocol("more than one answer arrived for one call")
+        if reply.tampered:
+            raise WorkerFailure(f"the {self.cfg.label}'s process replaced harness functions: "
+                                + ", ".join(reply.tampered), code=errors.USER_TAMPER)
+        return reply, wall_ms
+
+    def _send(self, text: str) -> None:
+        assert self.sock is not None
+        try:
+            self.sock.sendall(text.encode() + b"\n")
+        except OSError:
+            raise self._death("before taking a call") from None
+
+    def _receive(self, doing: str) -> Reply:
+        assert self.sock is not None
+        while b"\n" not in self._pending:
+            remaining = self.cfg.deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                raise WorkerFailure(f"the {self.cfg.label} did not finish {doing} within the time limit; "
+                                    "its process group was killed", code=errors.USER_TIMEOUT)
+            ready, _, _ = select.select([self.sock], [], [], min(remaining, 0.5))
+            if self.violation:
+                raise WorkerFailure(self.violation[1], code=self.violation[0])
+            if not ready:
+                continue
+            try:
+                chunk = self.sock.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._death(f"while {doing}")
+            self._pending += chunk
+            if len(self._pending) > LINE_CAP:
+                raise self._protocol("an answer exceeded the size cap")
+        line, self._pending = self._pending.split(b"\n", 1)
+        try:
+            return _REPLY.validate_json(line)
+        except ValidationError as exc:
+            raise self._protocol(f"an invalid answer: {exc.errors()[0]['msg']}") from None
+
+    def _protocol(self, what: str) -> WorkerFailure:
+        self._kill()
+        return WorkerFailure(f"the {self.cfg.label}'s process broke the result protocol ({what}): "
+                             "a forged or corrupted answer", code=errors.USER_PROTOCOL)
+
+    def _death(self, when: str) -> WorkerFailure:
+        """Why the worker is gone: the watcher's finding, a signal, or an exit."""
+        assert self.proc is not None
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            rc = self.proc.wait()
+        if self.violation:
+            return WorkerFailure(self.violation[1], code=self.violation[0])
+        tail = " | ".join(self.err.text().strip().splitlines()[-3:])[-1500:]
+        tail = f": {tail}" if tail else ""
+        # bubblewrap reports a child killed by signal N as exit status 128 + N.
+        sig = -rc if rc < 0 else (rc - 128 if self.cfg.sandboxed and 128 < rc < 160 else 0)
+        if sig:
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            code = errors.USER_HOST_OOM if sig == signal.SIGKILL and "MemoryError" in tail else errors.USER_CRASH
+            return WorkerFailure(f"the {self.cfg.label}'s process died with {name} {when}{tail}", code=code)
+        if rc == 0:
+            return WorkerFailure(f"the {self.cfg.label}'s process exited cleanly {when} without answering "
+                                 "(an early exit is a failure, never a success)", code=errors.USER_EXIT)
+        return WorkerFailure(f"the {self.cfg.label}'s process exited with status {rc} {when}{tail}",
+                             code=errors.USER_CRASH)
+
+    # --- the watcher ---------------------------------------------------------------------
+    def _watch(self) -> None:
+        cap = sandbox.worker_memory_cap()
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            if self.proc is None or self.proc.poll() is not None:
+                return
+            procs = procwatch.tree(self.proc.pid)
+            used = procwatch.rss(procs)
+            if used > cap:
+                self.violation = (errors.USER_HOST_OOM, f"the {self.cfg.label}'s processes used {used / 2**30:.1f} GiB "
+                                  f"of host memory, over the {cap / 2**30:.1f} GiB limit; killed")
+                self._kill()
+                return
+            worker = procwatch.worker_of(procs)
+            if self.cfg.untrusted and worker is not None:
+                extra = procwatch.spawned(procs, worker)
+                if extra:
+                    p = extra[0]
+                    self.violation = (errors.USER_PROCESS, f"the {self.cfg.label} started a process ({p.exe or '?'}: "
+                                      f"{p.cmdline[:200]!r}); kernels may not start processes")
+                    self._kill()
+                    return
