@@ -44,7 +44,7 @@ class Job(BaseModel):
     seeds: dict[str, list[int]]  # workload name -> one seed per trial (then timing sets)
     compare: list[str] = []
     result_fd: int
-    timing: dict[str, float] = {}
+    timing: dict[str, float | list[float]] = {}
     workloads: list[str] = []  # restrict to these names; empty = all
     sandboxed: bool = False  # workers run under bubblewrap (decided once by the parent)
     sandbox_note: str = ""  # why not, when they do not
@@ -140,7 +140,7 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
     root = Path(job.root)
     task = get_task(job.slug, root)
     device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
-    findings = [Finding(kind=f.kind, message=f.message, line=f.line)
+    findings = [Finding(kind=f.kind, message=f.message, line=f.line, file=f.file)
                 for f in scan_file(Path(job.candidate), task.spec.forbidden.python)]
     if job.sandbox_note:
         findings.append(Finding(kind="sandbox", message=job.sandbox_note))
@@ -148,7 +148,7 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
     baseline_fn = getattr(baseline_mod, task.spec.entry_point)
     reference_fn = getattr(baseline_mod, "reference", baseline_fn)
     timing = job.command == "bench" and (not job.interpret or job.cpu_timing)
-    cfg = TimingConfig(**job.timing) if job.timing else TimingConfig()
+    cfg = TimingConfig.from_dict(job.timing)
     from evaluator.hardware import detect
 
     profile = detect(torch.cuda.get_device_name(device) if device.type == "cuda" else None)
@@ -171,6 +171,8 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
         judge = Judge(task, reference_fn, baseline_fn, baseline_mod, device, workers[0])
         results, all_ok = _judge_workloads(job, task, judge, workloads, timing, cfg, profile, reporter, workers,
                                            size, deadline, flush)
+        for w in workers:
+            w.finish()
     except WorkerFailure as exc:
         verdict = "rejected-cheat" if exc.code in (errors.USER_TAMPER, errors.USER_PROTOCOL, errors.USER_PROCESS) \
             else "unjudged"
@@ -292,7 +294,10 @@ def _describe(results: list[WorkloadResult]) -> str:
 
 
 def main() -> int:
+    from evaluator.workerproc import become_subreaper
+
     job = Job.model_validate_json(sys.stdin.read())
+    become_subreaper()
     stream = os.fdopen(job.result_fd, "w", buffering=1)
     reporter = Reporter(stream)
     started = time.perf_counter()

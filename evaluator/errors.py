@@ -45,6 +45,7 @@ USER_ILLEGAL_ADDRESS = "eval:user:illegal-address"  # CUDA illegal memory access
 USER_PROCESS = "eval:user:process"  # the kernel started a process other than Triton's compilers
 USER_TAMPER = "eval:user:tamper"  # the harness's timer, synchronization or recorder was patched
 USER_TIMING_INTEGRITY = "eval:user:timing-integrity"  # work escaped the timer (the judge's clock disagrees)
+USER_OUTPUT_FLOOD = "eval:user:output-flood"  # the kernel wrote more to stdout/stderr than allowed
 USER_PROTOCOL = "eval:user:protocol"  # the candidate's process wrote a forged or malformed reply
 INFRA_ERROR = "eval:infra:error"  # the engine itself failed
 INFRA_PROTOCOL = "eval:infra:protocol"  # the child's report did not validate

@@ -54,6 +54,17 @@ class TimingConfig:
     escape_finding: tuple[float, float] = (0.2, 0.03)
     escape_reject: tuple[float, float] = (0.5, 0.1)
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TimingConfig:
+        """Overrides as they arrive through JSON (every number a float), cast to each field's type."""
+        defaults = cls()
+        unknown = set(values) - set(vars(defaults))
+        if unknown:
+            raise errors.EvaluatorError(f"unknown timing option(s): {', '.join(sorted(unknown))}")
+        cast = {k: (tuple(v) if isinstance(getattr(defaults, k), tuple) else type(getattr(defaults, k))(v))
+                for k, v in values.items()}
+        return cls(**cast)
+
 
 def as_outputs(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else tuple(value) if isinstance(value, list) else (value,)

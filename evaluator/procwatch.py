@@ -66,27 +66,22 @@ def tree(root: int) -> list[Proc]:
     return out
 
 
-def worker_of(procs: list[Proc], marker: str = "evaluator.worker") -> Proc | None:
-    """The topmost process running the worker (under bubblewrap it is a grandchild)."""
-    marked = {p.pid: p for p in procs if marker in p.cmdline and Path(p.exe).name.startswith("python")}
-    for p in marked.values():
-        if p.ppid not in marked:
-            return p
-    return None
-
-
-def spawned(procs: list[Proc], worker: Proc) -> list[Proc]:
-    """Descendants of the worker that are not one of Triton's compilers."""
-    below: set[int] = {worker.pid}
-    changed = True
-    while changed:
-        changed = False
-        for p in procs:
-            if p.ppid in below and p.pid not in below:
-                below.add(p.pid)
-                changed = True
-    below.discard(worker.pid)
-    return [p for p in procs if p.pid in below and Path(p.exe).name not in ALLOWED_EXE_NAMES]
+def spawned(procs: list[Proc]) -> list[Proc]:
+    """Processes in a worker's tree that are neither the sandbox (bubblewrap), the worker itself
+    (the topmost Python running ``evaluator.worker``) nor one of Triton's compilers."""
+    pids = {p.pid for p in procs}
+    out = []
+    for p in procs:
+        name = Path(p.exe).name
+        if name == "bwrap" or name in ALLOWED_EXE_NAMES:
+            continue
+        if "evaluator.worker" in p.cmdline and name.startswith("python"):
+            parent_is_worker = any(q.pid == p.ppid and "evaluator.worker" in q.cmdline
+                                   and Path(q.exe).name.startswith("python") for q in procs if q.pid in pids)
+            if not parent_is_worker:
+                continue  # the worker itself; a forked copy of it has the worker as its parent
+        out.append(p)
+    return out
 
 
 def rss(procs: list[Proc]) -> int:

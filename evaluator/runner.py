@@ -44,7 +44,7 @@ class RunOptions:
     compare: list[str] = field(default_factory=list)
     timeout_s: float = 900.0
     interpret: bool | None = None  # None: decide from whether a GPU is present
-    timing: dict[str, float] = field(default_factory=dict)
+    timing: dict[str, float | list[float]] = field(default_factory=dict)  # TimingConfig overrides
     workloads: list[str] = field(default_factory=list)
     label: str = "candidate"
     cpu_timing: bool = False  # bench on the CPU with the host clock: tests of the timing protocol only
@@ -231,7 +231,9 @@ def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptio
     profile = hardware.detect(fp.gpu_name or None) if not interpret else hardware.PROFILES["cpu-interpret"]
     timing_taken = opts.command == "bench" and (not interpret or opts.cpu_timing)
     note = ""
-    if interpret:
+    if interpret and timing_taken:
+        note = "CPU timing (a test of the timing protocol): host-clock times in Triton's interpreter, not a score"
+    elif interpret:
         note = "no GPU: kernels ran in Triton's interpreter on the smoke workloads; no timing was taken"
     elif opts.command == "check":
         note = "correctness only; no timing was taken"

@@ -13,8 +13,10 @@ class TailBuffer:
         self.cap = cap
         self.data = bytearray()
         self.dropped = 0
+        self.total = 0
 
     def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
         self.data += chunk
         if len(self.data) > self.cap:
             cut = len(self.data) - self.cap

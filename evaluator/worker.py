@@ -62,7 +62,9 @@ def _watched() -> dict[str, Any]:
         "TorchDispatchMode.__exit__": _python_dispatch.TorchDispatchMode.__exit__,
         "AtenRecorder.__torch_dispatch__": AtenRecorder.__torch_dispatch__,
         "json.dumps": json.dumps, "socket.socket.sendall": socket.socket.sendall,
-        "builtins.__import__": builtins.__import__,
+        "builtins.__import__": builtins.__import__, "evaluator.worker._perf": me._perf,
+        "evaluator.worker._cuda_sync": me._cuda_sync, "evaluator.worker._Event": me._Event,
+        "evaluator.worker._sendall": me._sendall,
         **{f"evaluator.worker.Worker.{n}": getattr(me.Worker, n) for n in ("run_call", "_timed", "_checked",
                                                                              "_copy_out", "_structure", "_reply")},
     }

@@ -32,6 +32,7 @@ from evaluator.tails import TailBuffer, drain
 from tasks.registry import REPO_ROOT
 
 OUTPUT_CAP = 64 * 1024  # bytes of a worker's stdout/stderr kept (the tail)
+OUTPUT_LIMIT = 4 * 2**20  # bytes a worker may write to stdout or stderr before it is stopped
 WATCH_INTERVAL_S = 0.2
 _REPLY = TypeAdapter(Reply)
 
@@ -126,6 +127,24 @@ class WorkerProcess:
             raise self._protocol("expected the worker to report ready")
         return reply.providers
 
+    def finish(self) -> None:
+        """The last checks once the judge has what it needs: nothing arrived unasked on the
+        channel, and no process the kernel started is still alive. Raises :class:`WorkerFailure`."""
+        if self.violation:
+            raise WorkerFailure(self.violation[1], code=self.violation[0])
+        if self.sock is not None and self.proc is not None and self.proc.poll() is None:
+            ready, _, _ = select.select([self.sock], [], [], 0.05)
+            if ready or self._pending.strip():
+                extra = self._pending
+                with contextlib.suppress(OSError):
+                    extra += self.sock.recv(65536, socket.MSG_DONTWAIT)
+                if extra.strip():
+                    raise self._protocol("a line arrived that answered no call")
+        if self.cfg.untrusted and self.proc is not None:
+            self._check_tree()
+        if self.violation:
+            raise WorkerFailure(self.violation[1], code=self.violation[0])
+
     def close(self) -> None:
         self._stop.set()
         if self.sock is not None:
@@ -162,7 +181,7 @@ class WorkerProcess:
         text = call.model_dump_json()
         t0 = time.perf_counter()
         self._send(text)
-        reply = self._receive(f"a call of {call.provider}")
+        reply = self._receive(f"running a call of {call.provider}")
         wall_ms = (time.perf_counter() - t0) * 1e3
         if not isinstance(reply, Done) or reply.seq != call.seq:
             raise self._protocol(f"the answer to call {call.seq} was {reply.model_dump_json()[:200]}")
@@ -232,30 +251,57 @@ class WorkerProcess:
             code = errors.USER_HOST_OOM if sig == signal.SIGKILL and "MemoryError" in tail else errors.USER_CRASH
             return WorkerFailure(f"the {self.cfg.label}'s process died with {name} {when}{tail}", code=code)
         if rc == 0:
-            return WorkerFailure(f"the {self.cfg.label}'s process exited cleanly {when} without answering "
-                                 "(an early exit is a failure, never a success)", code=errors.USER_EXIT)
+            return WorkerFailure(f"the {self.cfg.label}'s process exited cleanly {when}, without reporting a "
+                                 "result (an early exit is a failure, never a success)", code=errors.USER_EXIT)
         return WorkerFailure(f"the {self.cfg.label}'s process exited with status {rc} {when}{tail}",
                              code=errors.USER_CRASH)
 
     # --- the watcher ---------------------------------------------------------------------
     def _watch(self) -> None:
-        cap = sandbox.worker_memory_cap()
         while not self._stop.wait(WATCH_INTERVAL_S):
-            if self.proc is None or self.proc.poll() is not None:
+            if self.proc is None or self.proc.poll() is not None or self._check_tree():
                 return
-            procs = procwatch.tree(self.proc.pid)
-            used = procwatch.rss(procs)
-            if used > cap:
-                self.violation = (errors.USER_HOST_OOM, f"the {self.cfg.label}'s processes used {used / 2**30:.1f} GiB "
-                                  f"of host memory, over the {cap / 2**30:.1f} GiB limit; killed")
-                self._kill()
-                return
-            worker = procwatch.worker_of(procs)
-            if self.cfg.untrusted and worker is not None:
-                extra = procwatch.spawned(procs, worker)
-                if extra:
-                    p = extra[0]
-                    self.violation = (errors.USER_PROCESS, f"the {self.cfg.label} started a process ({p.exe or '?'}: "
-                                      f"{p.cmdline[:200]!r}); kernels may not start processes")
-                    self._kill()
-                    return
+
+    def _check_tree(self) -> bool:
+        """One look at the worker's processes; records a violation and kills on finding one."""
+        assert self.proc is not None
+        procs = procwatch.tree(self.proc.pid)
+        # Orphans a kernel double-forked are re-parented to the judge (a child subreaper).
+        procs += [p for p in procwatch.tree(os.getpid()) if p.ppid == os.getpid() and _is_orphan(p)]
+        used = procwatch.rss(procs)
+        cap = sandbox.worker_memory_cap()
+        flood = max(self.out.total, self.err.total)
+        if flood > OUTPUT_LIMIT:
+            self.violation = (errors.USER_OUTPUT_FLOOD, f"the {self.cfg.label} wrote {flood / 2**20:.0f} MiB to its "
+                              f"output, over the {OUTPUT_LIMIT / 2**20:.0f} MiB limit; stopped")
+        elif used > cap:
+            self.violation = (errors.USER_HOST_OOM, f"the {self.cfg.label}'s processes used {used / 2**30:.1f} GiB "
+                              f"of host memory, over the {cap / 2**30:.1f} GiB limit; killed")
+        elif self.cfg.untrusted:
+            extra = procwatch.spawned(procs)
+            if extra:
+                p = extra[0]
+                self.violation = (errors.USER_PROCESS, f"the {self.cfg.label} started a process ({p.exe or '?'}: "
+                                  f"{p.cmdline[:200]!r}); kernels may not start processes")
+        if self.violation:
+            self._kill()
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p.pid, signal.SIGKILL)
+            return True
+        return False
+
+
+def _is_orphan(p: procwatch.Proc) -> bool:
+    """A direct child of the judge that is neither a worker nor bubblewrap: a re-parented orphan."""
+    name = Path(p.exe).name
+    return name != "bwrap" and "evaluator.worker" not in p.cmdline
+
+
+def become_subreaper() -> None:
+    """Make this process the reaper of its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``),
+    so a daemon a kernel double-forks stays in view and is killed with its worker."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
