@@ -37,6 +37,8 @@ NAMESPACES = ("user", "ipc", "pid", "net", "uts", "cgroup")
 #: Inside the sandbox: the worker's writable directory and where provider files are bound.
 WORKDIR = "/sandbox/work"
 PROVIDER_DIR = "/sandbox/providers"
+TMP_BYTES = 1 << 30  # the private /tmp
+WORK_BYTES = 2 << 30  # the private working directory (Triton's cache lives there)
 #: Environment variables a worker inherits (by prefix); everything else (database URLs,
 #: tokens, the D2K settings) stays outside.
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "PYTORCH_", "NCCL_", "NVSHMEM_", "OMP_", "MKL_",
@@ -164,7 +166,8 @@ def bwrap_command(argv: list[str], *, workdir: Path, code_dirs: Iterable[Path], 
     ``code_dirs`` are bound read-only at their own paths (the engine and the task tree),
     ``files`` maps a provider name to a kernel file bound read-only at
     ``PROVIDER_DIR/<name>.py``, ``hidden`` are paths masked with an empty tmpfs even if a
-    parent got bound (``references/``), and ``workdir`` becomes the writable ``WORKDIR``.
+    parent got bound (``references/``), and the writable ``WORKDIR`` is a private tmpfs
+    (``workdir``, the host directory, is where an unsandboxed worker would write instead).
     """
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
            *[f"--unshare-{ns}" for ns in namespaces()], "--tmpfs", "/"]
@@ -180,7 +183,9 @@ def bwrap_command(argv: list[str], *, workdir: Path, code_dirs: Iterable[Path], 
         p = Path("/etc") / name
         if p.exists():
             cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"]
+    # Private scratch space, sized so that writing to it cannot eat the host's memory.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/dev/shm",
+            "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     bound = [Path(d) for d in _SYSTEM_DIRS if Path(d).is_dir() and not Path(d).is_symlink()]
     code_dirs = [Path(d) for d in code_dirs]
     for root in [*_python_roots(), *code_dirs]:
@@ -198,10 +203,12 @@ def bwrap_command(argv: list[str], *, workdir: Path, code_dirs: Iterable[Path], 
     if gpu:
         for node in gpu_nodes():
             cmd += ["--dev-bind", node, node]
-    cmd += ["--bind", str(workdir), WORKDIR]
+    # The working directory is a sized tmpfs too: nothing a kernel writes reaches the host's
+    # disk, and the writes are bounded (``workdir`` on the host stays empty).
+    cmd += ["--size", str(WORK_BYTES), "--tmpfs", WORKDIR]
     for name, src in files.items():
         cmd += ["--ro-bind", str(src), f"{PROVIDER_DIR}/{name}.py"]
-    cmd += ["--chdir", WORKDIR, "--clearenv"]
+    cmd += ["--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
     return [*cmd, "--", *argv]
