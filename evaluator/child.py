@@ -156,6 +156,11 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
     workloads = [w for w in task.workloads(job.smoke) if not job.workloads or w.name in job.workloads]
     deadline = time.monotonic() + job.timeout_s
     flush = cfg.flush_bytes if device.type == "cuda" else 0
+    if timing and device.type == "cuda":
+        # Up to three workers hold an arena each; keep them all within half the free memory.
+        free, _ = torch.cuda.mem_get_info(device)
+        if _arena_bytes(task, workloads, cfg.sets) * 3 > free // 2:
+            cfg.sets = 1
     size = _arena_bytes(task, workloads, cfg.sets if timing else 1)
     entry = task.spec.entry_point
     cand = {"candidate": ProviderSpec(path=job.candidate, entry=entry)}

@@ -48,6 +48,7 @@ class TimingConfig:
     sets: int = 2  # input slots per provider, alternated (every call gets fresh values anyway)
     flush_bytes: int = 256 * 2**20  # written before every timed call to empty the L2
     judge_flush: bool = True  # the judge flushes too, so a worker that skips its flush gains nothing
+    fresh_inputs: bool = True  # new secret values for every call (False: each set keeps its first values)
     # Work that escapes the worker's timer shows on the judge's clock as a larger round trip
     # than the trusted providers' (same harness, same transfers): a finding above the first
     # pair of thresholds, a rejection above the second (fraction of the median, and ms).
@@ -255,11 +256,18 @@ class Judge:
         checked: dict[str, int] = {p: 0 for p in workers}
         peak: dict[str, int] = {}
         findings: list[str] = []
+        kept: dict[tuple[str, int], Inputs] = {}  # the values reused per set when fresh_inputs is off
 
         def call(name: str, k: int, mode: str, check: bool = False, measure_peak: bool = False) -> Done:
             w = workers[name]
             args, outs = layout[w.cfg.label][k]
-            fresh = make_inputs(self.task, params, rng.getrandbits(62), dev, self.baseline_module)
+            seed = rng.getrandbits(62)
+            if cfg.fresh_inputs or check or (name, k) not in kept:
+                fresh = make_inputs(self.task, params, seed, dev, self.baseline_module)
+                if not cfg.fresh_inputs and not check:
+                    kept[(name, k)] = fresh
+            else:
+                fresh = kept[(name, k)]
             views = {n: (w.arena.view(r) if isinstance(r, TensorRef) else r) for n, r in args.items()}
             for n, v in fresh.items():
                 if isinstance(v, torch.Tensor):

@@ -203,6 +203,7 @@ def bwrap_command(argv: list[str], *, workdir: Path, code_dirs: Iterable[Path], 
     if gpu:
         for node in gpu_nodes():
             cmd += ["--dev-bind", node, node]
+        cmd += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads the PCI topology
     # The working directory is a sized tmpfs too: nothing a kernel writes reaches the host's
     # disk, and the writes are bounded (``workdir`` on the host stays empty).
     cmd += ["--size", str(WORK_BYTES), "--tmpfs", WORKDIR]

@@ -9,7 +9,9 @@ timed calls, the judge's clock) with the host clock standing in for CUDA events.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
+import os
 import socket
 import threading
 from pathlib import Path
@@ -33,7 +35,7 @@ def _judge(name: str, command: str = "check", timeout_s: float = 120):
     path = CHEATS / name
     opts = RunOptions(command=command, smoke=True, interpret=True, timeout_s=timeout_s,
                       cpu_timing=command == "bench", timing=CPU_TIMING if command == "bench" else {},
-                      workloads=["S1"] if command == "bench" else [])
+                      workloads=["S1"])
     (task,) = run([get_task(TASK)], lambda _t: path, opts, candidate_path=path).tasks
     return task
 
@@ -63,9 +65,17 @@ CHECK_CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def check_results():
+    """Every check-mode cheat judged once, two at a time: the cost is mostly process start-up."""
+    names = [c[0] for c in CHECK_CASES]
+    with cf.ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
+        return dict(zip(names, pool.map(_judge, names), strict=True))
+
+
 @pytest.mark.parametrize("name, codes, text, verdict", CHECK_CASES, ids=[c[0].removesuffix(".py") for c in CHECK_CASES])
-def test_cheat_fails_check(name, codes, text, verdict):
-    task = _judge(name)
+def test_cheat_fails_check(check_results, name, codes, text, verdict):
+    task = check_results[name]
     assert task.status != "correct"
     assert task.error_code in codes, f"{task.error_code}: {task.reason}"
     assert text in task.reason, task.reason

@@ -1,0 +1,186 @@
+"""The anti-cheat run on a GPU: the cheat corpus, every expert kernel, and the protections' cost.
+
+Writes ``anti-cheat.md`` (for docs/results/anti-cheat.md) and ``anti-cheat.json`` into ``--out``.
+Run it through scripts/device_anticheat.sh on the device machine; it only uses the engine's
+public API (``evaluator.runner.run``), so what it measures is what the portal gets.
+
+1. The sandbox: whether bubblewrap works there, and with which namespaces.
+2. The cheat corpus (tests/evaluator/cheats/), each file benched on one workload of
+   silu-and-mul: every one must fail, with the code this script expects on a GPU.
+3. The expert kernel of every task: ``bench --compare expert`` on every workload with a short
+   timing budget; each must be correct, clean, and unflagged.
+4. The overhead: one task (silu-and-mul, expert as the candidate) judged with every protection,
+   without bubblewrap, and without bubblewrap, fresh inputs, checked timed calls and the judge's
+   flush; wall time of the whole task and the medians, so a change in the numbers shows too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from evaluator import errors, sandbox  # noqa: E402
+from evaluator.result import TaskResult  # noqa: E402
+from evaluator.runner import RunOptions, run  # noqa: E402
+from tasks.registry import get_task, load_tasks  # noqa: E402
+
+CHEATS = REPO / "tests" / "evaluator" / "cheats"
+TASK = "silu-and-mul"
+FAST = {"budget_s": 1.0, "max_count": 300, "min_count": 20}
+#: What each planted cheat must fail with on a GPU.
+EXPECTED = {
+    "torch_fallback.py": {errors.USER_FORBIDDEN},
+    "pointer_cache.py": {errors.USER_WRONG_ANSWER},
+    "count_calls.py": {errors.USER_TIMED_MISMATCH},
+    "side_stream.py": {errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH},
+    "escape_after_timer.py": {errors.USER_TIMING_INTEGRITY},
+    "input_view.py": {errors.USER_WRONG_ANSWER},
+    "lazy_output.py": {errors.USER_WRONG_ANSWER},
+    "patch_timer.py": {errors.USER_TAMPER},
+    "patch_harness_clock.py": {errors.USER_TAMPER},
+    "patch_comparison.py": {errors.USER_WRONG_ANSWER},
+    "forge_channel.py": {errors.USER_PROTOCOL},
+    "read_reference.py": {errors.USER_IMPORT},
+    "early_exit.py": {errors.USER_EXIT},
+    "hang.py": {errors.USER_TIMEOUT},
+    "segfault.py": {errors.USER_CRASH},
+    "host_oom.py": {errors.USER_HOST_OOM},
+    "gpu_oom.py": {errors.USER_GPU_OOM},
+    "illegal_address.py": {errors.USER_ILLEGAL_ADDRESS},
+    "spawn.py": {errors.USER_PROCESS},
+    "write_outside.py": {errors.USER_WRONG_ANSWER},
+    "network.py": {errors.USER_WRONG_ANSWER},
+    "stdout_flood.py": {errors.USER_OUTPUT_FLOOD},
+}
+TIMING_CHEATS = {"count_calls.py", "side_stream.py", "escape_after_timer.py"}
+
+
+def judge(kernel: Path, slug: str, command: str, workloads: list[str], compare: list[str] | None = None,
+          timing: dict | None = None, timeout_s: float = 240) -> tuple[TaskResult, float]:
+    opts = RunOptions(command=command, workloads=workloads, compare=compare or [], timeout_s=timeout_s,
+                      timing=timing or {}, label=kernel.name)
+    t0 = time.perf_counter()
+    (task,) = run([get_task(slug)], lambda _t: kernel, opts, candidate_path=kernel).tasks
+    return task, time.perf_counter() - t0
+
+
+def cheat_row(name: str, workload: str) -> dict:
+    command = "bench" if name in TIMING_CHEATS else "check"
+    task, wall = judge(CHEATS / name, TASK, command, [workload], timing=FAST,
+                       timeout_s=60 if name == "hang.py" else 240)
+    caught = task.status != "correct" and task.error_code in EXPECTED[name]
+    return {"cheat": name, "command": command, "status": task.status, "code": task.error_code,
+            "verdict": task.verdict, "reason": task.reason[:300].replace("\n", " "), "caught": caught,
+            "wall_s": round(wall, 1)}
+
+
+def expert_rows() -> list[dict]:
+    rows = []
+    for t in load_tasks().tasks:
+        task, wall = judge(t.expert_path, t.slug, "bench", [], compare=["expert"], timing=FAST, timeout_s=540)
+        flagged = [f for w in task.workloads for f in w.findings] + [f.message for f in task.findings]
+        rows.append({"task": t.slug, "status": task.status, "verdict": task.verdict, "code": task.error_code,
+                     "reason": task.reason[:300], "findings": flagged[:5], "wall_s": round(wall, 1),
+                     "ok": task.status == "correct" and task.verdict == "clean",
+                     "speedup": {w.name: round(w.speedup.get("candidate", 0.0), 3) for w in task.workloads},
+                     "host_over_device": {w.name: round(w.timings["candidate"].host_over_device, 3)
+                                          for w in task.workloads if "candidate" in w.timings}})
+    return rows
+
+
+def overhead_rows(workload: str, repeats: int) -> list[dict]:
+    kernel = get_task(TASK).expert_path
+    settings = [
+        ("every protection", "auto", {}),
+        ("no bubblewrap", "off", {}),
+        ("no bubblewrap, no fresh inputs, no checked timed calls, no judge flush", "off",
+         {"fresh_inputs": 0, "check_probability": 0.0, "max_checks": 0, "judge_flush": 0}),
+    ]
+    rows = []
+    saved = os.environ.get("D2K_SANDBOX")
+    try:
+        for _ in range(repeats):
+            for label, mode, extra in settings:
+                os.environ["D2K_SANDBOX"] = mode
+                task, wall = judge(kernel, TASK, "bench", [workload], timing={**FAST, **extra})
+                w = task.workloads[0] if task.workloads else None
+                rows.append({"setting": label, "status": task.status, "wall_s": round(wall, 2),
+                             "baseline_ms": w.timings["baseline"].median_ms if w and w.timings else None,
+                             "candidate_ms": w.timings["candidate"].median_ms if w and w.timings else None,
+                             "checked_calls": w.timings["candidate"].checked_calls if w and w.timings else None})
+    finally:
+        if saved is None:
+            os.environ.pop("D2K_SANDBOX", None)
+        else:
+            os.environ["D2K_SANDBOX"] = saved
+    return rows
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Anti-cheat run on the GPU", "",
+             f"Command: `bash scripts/device_anticheat.sh` ({report['when']}, {report['gpu']}).", "",
+             f"Sandbox: {report['sandbox']}", "", "## Cheat corpus (tests/evaluator/cheats/)", "",
+             "| cheat | command | caught | code | verdict | reason | wall s |", "|---|---|---|---|---|---|---|"]
+    for r in report["cheats"]:
+        lines.append(f"| {r['cheat']} | {r['command']} | {'yes' if r['caught'] else '**NO**'} | {r['code']} | "
+                     f"{r['verdict']} | {r['reason'][:160].replace('|', '/')} | {r['wall_s']} |")
+    lines += ["", "## Expert kernels (bench --compare expert, short budget)", "",
+              "| task | status | verdict | speedup per workload | host/device | findings | wall s |",
+              "|---|---|---|---|---|---|---|"]
+    for r in report["experts"]:
+        lines.append(f"| {r['task']} | {r['status']} | {r['verdict']} | {r['speedup']} | {r['host_over_device']} | "
+                     f"{'; '.join(r['findings'])[:200] or '-'} | {r['wall_s']} |")
+    lines += ["", f"## Overhead: one task ({TASK}, expert as candidate, workload {report['overhead_workload']})", "",
+              "| setting | status | task wall s | baseline median ms | candidate median ms | checked calls |",
+              "|---|---|---|---|---|---|"]
+    for r in report["overhead"]:
+        lines.append(f"| {r['setting']} | {r['status']} | {r['wall_s']} | {r['baseline_ms']} | {r['candidate_ms']} | "
+                     f"{r['checked_calls']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=4, help="correctness-only cheats judged at once")
+    parser.add_argument("--workload", default="W3", help="the silu-and-mul workload the cheats run on")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of the overhead comparison")
+    parser.add_argument("--skip-experts", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    ok, why = sandbox.probe()
+    report: dict = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU",
+                    "sandbox": (f"bubblewrap works, namespaces {','.join(sandbox.namespaces())}" if ok
+                                else f"bubblewrap UNUSABLE: {why}"),
+                    "overhead_workload": args.workload}
+    print(report["sandbox"], flush=True)
+    t0 = time.perf_counter()
+    untimed = [n for n in EXPECTED if n not in TIMING_CHEATS]
+    with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(lambda n: cheat_row(n, args.workload), untimed))
+    rows += [cheat_row(n, args.workload) for n in sorted(TIMING_CHEATS)]
+    report["cheats"] = sorted(rows, key=lambda r: r["cheat"])
+    print(f"cheats: {sum(r['caught'] for r in rows)}/{len(rows)} caught in {time.perf_counter() - t0:.0f} s", flush=True)
+    report["experts"] = [] if args.skip_experts else expert_rows()
+    print(f"experts: {sum(r['ok'] for r in report['experts'])}/{len(report['experts'])} clean", flush=True)
+    report["overhead"] = overhead_rows(args.workload, args.repeats)
+    (args.out / "anti-cheat.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "anti-cheat.md").write_text(markdown(report))
+    print(markdown(report))
+    failed = [r["cheat"] for r in report["cheats"] if not r["caught"]] + [r["task"] for r in report["experts"] if not r["ok"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
