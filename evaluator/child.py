@@ -122,7 +122,7 @@ def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: 
     from evaluator.workerproc import WorkerConfig, WorkerProcess
 
     cfg = WorkerConfig(label=label, providers=providers, device=device.type, interpret=job.interpret,
-                       sandboxed=job.sandboxed, untrusted=untrusted, flush_bytes=flush_bytes, deadline=deadline,
+                       sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes, deadline=deadline,
                        outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
                        inputs=[a.name for a in task.spec.inputs])
     return WorkerProcess(cfg, new_arena(size, device))

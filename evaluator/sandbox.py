@@ -41,7 +41,7 @@ TMP_BYTES = 1 << 30  # the private /tmp
 WORK_BYTES = 2 << 30  # the private working directory (Triton's cache lives there)
 #: Environment variables a worker inherits (by prefix); everything else (database URLs,
 #: tokens, the D2K settings) stays outside.
-ENV_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "PYTORCH_", "NCCL_", "NVSHMEM_", "OMP_", "MKL_",
+ENV_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_", "NCCL_", "NVSHMEM_", "OMP_", "MKL_",
                 "LD_LIBRARY_PATH", "PATH", "LANG", "LC_ALL", "PYTHONPATH")
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group", "nsswitch.conf",
         "localtime", "hosts")

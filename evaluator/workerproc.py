@@ -88,7 +88,15 @@ class WorkerProcess:
             env_extra["TRITON_INTERPRET"] = "1"
         argv = [sys.executable, "-m", "evaluator.worker", str(theirs.fileno())]
         providers = {n: p.model_copy(update={"path": str(Path(p.path).resolve())}) for n, p in self.cfg.providers.items()}
-        if self.cfg.sandboxed:
+        if not self.cfg.untrusted:
+            # The trusted worker (baseline, torch.compile of it) runs no submitted code: it keeps
+            # the host's caches (HOME, TMPDIR, Triton's and Inductor's cache directories), so
+            # compilations warmed ahead of a run (scripts/warm_compile.py) are cache hits.
+            keep = {k: v for k, v in os.environ.items()
+                    if k in ("HOME", "TMPDIR", "TRITON_CACHE_DIR", "USER") or k.startswith("TORCHINDUCTOR_")}
+            env = {**sandbox.scrubbed_env(os.environ, env_extra), **keep}
+            cmd, cwd = argv, str(workdir)
+        elif self.cfg.sandboxed:
             files = {}
             for name, spec in providers.items():
                 if not spec.compile and not Path(spec.path).resolve().is_relative_to(REPO_ROOT / "tasks"):
