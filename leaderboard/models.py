@@ -83,3 +83,50 @@ class Workload(models.Model):
     @property
     def arithmetic_intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else 0.0
+
+
+class ReferenceRun(models.Model):
+    """One imported engine run of the expert references (``bench references --compare compile,...``).
+
+    The engine's JSON is kept whole (``result_json``): the reference rows of the leaderboard are
+    scored from it by ``evaluator.score_result``, and the page shows its fingerprint and provenance.
+    Importing the same file twice changes nothing (``source_sha256`` is unique).
+    """
+
+    hardware = models.CharField(max_length=32, db_index=True, help_text="hardware profile, e.g. h200")
+    source_sha256 = models.CharField(max_length=64, unique=True)
+    source_name = models.CharField(max_length=300, help_text="the file it was imported from")
+    provenance = models.TextField(blank=True, help_text="how it was measured: the command, the machine")
+    engine_version = models.CharField(max_length=40)
+    started_at = models.DateTimeField()
+    imported_at = models.DateTimeField(auto_now_add=True)
+    fingerprint = models.JSONField()
+    result_json = models.JSONField()
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.hardware} reference run {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class ReferenceTiming(models.Model):
+    """A provider's median on one workload in a reference run: eager, torch.compile or the expert."""
+
+    run = models.ForeignKey(ReferenceRun, on_delete=models.CASCADE, related_name="timings")
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="reference_timings")
+    provider = models.CharField(max_length=16, help_text="eager, compile or expert")
+    correct = models.BooleanField()
+    median_ms = models.FloatField()
+    q1_ms = models.FloatField()
+    q3_ms = models.FloatField()
+    count = models.PositiveIntegerField()
+    speedup = models.FloatField(help_text="eager median / this median, same run")
+    sol_fraction = models.FloatField(null=True, blank=True)
+    peak_mem_bytes = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workload", "provider"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "workload", "provider"], name="unique_reference_timing"),
+        ]

@@ -1,9 +1,22 @@
-"""Top-level URLs: the leaderboard app's pages and the admin."""
+"""Top-level URLs: the leaderboard's pages, the submission side, the API, accounts and the admin."""
 
 from django.contrib import admin
+from django.contrib.auth.views import LogoutView
 from django.urls import include, path
+
+from portal.submissions.status_views import status
+from portal.submissions.views import bundle_format
+from portal.teams.views import RateLimitedLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    path("api/v1/", include("portal.api.urls")),
+    path("moderation/", include("portal.moderation.urls")),
+    path("teams/", include("portal.teams.urls")),
+    path("status/", status, name="status"),
+    path("docs/bundle-format/", bundle_format, name="docs-bundle"),
+    path("", include("portal.submissions.urls")),
     path("", include("leaderboard.urls")),
 ]

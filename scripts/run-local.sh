@@ -16,11 +16,15 @@ python -m pip install -q torch==2.13.0
 python -m pip install -q -e '.[test]'
 
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-portal.settings.dev}"
+# No GPU here: submissions default to the interpreter profile (correctness only) unless told otherwise.
+export D2K_DEFAULT_HARDWARE="${D2K_DEFAULT_HARDWARE:-cpu-interpret}"
 mkdir -p var
 python manage.py migrate --noinput
 python manage.py sync_tasks
 
-celery -A portal worker -Q cpu.interpret,web -c 1 --pool solo -l info >var/worker.log 2>&1 &
+# -B runs Celery beat in the same process: the stale-heartbeat reaper.
+celery -A portal worker -B -s var/celerybeat-schedule -Q cpu.interpret,web -c 1 --pool solo -l info \
+  >var/worker.log 2>&1 &
 WORKER_PID=$!
 SERVER_PID=""
 stop_all() {  # TERM both children (each handles it), then reap them
@@ -35,6 +39,8 @@ trap stop_all EXIT
 trap 'exit 130' INT TERM
 echo "Celery worker started (pid $WORKER_PID, log var/worker.log); queue reference checks with:"
 echo "  python manage.py sync_tasks --verify"
+echo "Create a team, a user and a moderator (once):"
+echo "  python manage.py create_team Demo --owner alice --moderator mod --password <a password>"
 echo "Site: http://127.0.0.1:${PORT}/tasks/ (Ctrl-C stops the site and the worker)"
 # In the background and waited for, so that Ctrl-C or a TERM reaches the trap at once.
 python manage.py runserver "127.0.0.1:${PORT}" --noreload &

@@ -55,7 +55,16 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "leaderboard",
+    "portal.audit",
+    "portal.teams",
+    "portal.submissions",
+    "portal.moderation",
+    "portal.api",
 ]
 
 MIDDLEWARE = [
@@ -82,6 +91,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.teams.context_processors.membership",
             ],
         },
     },
@@ -161,8 +171,74 @@ CELERY_TASK_DEFAULT_QUEUE = "web"
 CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("web", "cpu.interpret", "gpu.h200"))
 CELERY_TASK_ROUTES = {
     "leaderboard.tasks.verify_reference_task": {"queue": "cpu.interpret"},
+    # Evaluations are sent to the queue of their hardware profile explicitly (D2K_HARDWARE_QUEUES).
+    "portal.submissions.tasks.reap_stale_runs_task": {"queue": "web"},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_SEND_TASK_EVENTS = False
+#: The stale-heartbeat reaper, run by ``celery -A portal beat`` (or a worker started with ``-B``).
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {"task": "portal.submissions.tasks.reap_stale_runs_task",
+                        "schedule": float(env_int("D2K_REAPER_INTERVAL_S", 60)), "options": {"queue": "web"}},
+}
+
+# --- Submissions ------------------------------------------------------------------------------
+#: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
+D2K_HARDWARE_QUEUES = {"h200": "gpu.h200", "cpu-interpret": "cpu.interpret"}
+D2K_DEFAULT_HARDWARE = os.environ.get("D2K_DEFAULT_HARDWARE", "h200")
+#: Upload limits (PORTAL.md, validation): the archive as sent, its content, and zip-bomb guards.
+D2K_UPLOAD_MAX_BYTES = env_int("D2K_UPLOAD_MAX_BYTES", 32 * 2**20)
+D2K_BUNDLE_MAX_UNCOMPRESSED = env_int("D2K_BUNDLE_MAX_UNCOMPRESSED", 256 * 2**20)
+D2K_BUNDLE_MAX_MEMBERS = env_int("D2K_BUNDLE_MAX_MEMBERS", 400)
+D2K_BUNDLE_MAX_RATIO = env_int("D2K_BUNDLE_MAX_RATIO", 100)
+D2K_KERNEL_MAX_BYTES = env_int("D2K_KERNEL_MAX_BYTES", 1 * 2**20)
+D2K_DESIGN_MAX_BYTES = env_int("D2K_DESIGN_MAX_BYTES", 1 * 2**20)
+#: Quotas, enforced in the database when a submission is created: per team per rolling day, and
+#: submissions queued or running at once. A team row may override both.
+D2K_QUOTA_PER_DAY = env_int("D2K_QUOTA_PER_DAY", 20)
+D2K_QUOTA_CONCURRENT = env_int("D2K_QUOTA_CONCURRENT", 4)
+#: Workers beat every D2K_HEARTBEAT_S; the reaper treats a run silent for D2K_HEARTBEAT_STALE_S as
+#: lost and requeues it, up to D2K_INFRA_RETRIES times, then records ``error``.
+D2K_HEARTBEAT_S = env_int("D2K_HEARTBEAT_S", 5)
+D2K_HEARTBEAT_STALE_S = env_int("D2K_HEARTBEAT_STALE_S", 180)
+D2K_INFRA_RETRIES = env_int("D2K_INFRA_RETRIES", 2)
+#: Wall-clock limit of one task's engine process inside an evaluation.
+D2K_TASK_TIMEOUT_S = env_int("D2K_TASK_TIMEOUT_S", 1800)
+#: API tokens expire after this many days unless created with another lifetime.
+D2K_TOKEN_DEFAULT_DAYS = env_int("D2K_TOKEN_DEFAULT_DAYS", 90)
+#: Failed sign-ins allowed per client address per minute.
+D2K_LOGIN_RATE_PER_MIN = env_int("D2K_LOGIN_RATE_PER_MIN", 10)
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "submissions:mine"
+LOGOUT_REDIRECT_URL = "leaderboard:home"
+MEDIA_ROOT = Path(os.environ.get("D2K_MEDIA_ROOT", VAR_DIR / "media"))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
+# --- REST API ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.api.authentication.TeamTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.CreatedCursorPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"tokens": os.environ.get("D2K_TOKEN_THROTTLE", "30/min")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "D2K-Bench API",
+    "DESCRIPTION": "Submit kernel bundles, follow their evaluation, read results. See docs/api.md.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
 CELERY_TASK_TRACK_STARTED = False

@@ -1,0 +1,155 @@
+"""``python -m agents``: run the reference agent, import other harnesses' logs, judge, print schemas."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agents import importers, transcript
+from agents.loop import RunSpec, run_agent
+from agents.prompt import GUIDANCE_LEVELS
+from agents.providers import ProviderConfig, ProviderError, make_provider
+from agents.tools import ToolBox
+from evaluator.runner import gpu_present
+from tasks.registry import get_task, load_tasks
+
+
+def _provider_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--provider", choices=["openai", "anthropic"], required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--base-url", help="API base URL (default: the SDK's)")
+    p.add_argument("--api-key-env", default="", help="environment variable with the key "
+                   "(default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    p.add_argument("--max-retries", type=int, default=6, help="retries of 429/5xx/connection errors")
+    p.add_argument("--max-tokens", type=int, default=16384)
+
+
+def _config(args: argparse.Namespace) -> ProviderConfig:
+    return ProviderConfig(provider=args.provider, model=args.model, base_url=args.base_url,
+                          api_key_env=args.api_key_env, timeout_s=args.timeout, max_retries=args.max_retries,
+                          max_tokens=args.max_tokens)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    slugs = [t.slug for t in load_tasks().tasks] if args.task == "all" else [args.task]
+    try:
+        provider = make_provider(_config(args))
+    except ProviderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    interpret = not gpu_present()
+    status = 0
+    for slug in slugs:
+        task = get_task(slug)
+        box = ToolBox(task=task, workdir=args.out / slug, condition=args.guidance, interpret=interpret,
+                      design_mode=args.mode == "design")
+        spec = RunSpec(provider_name=args.provider, model=args.model, condition=args.guidance, mode=args.mode,
+                       budget=args.turns)
+        outcome = run_agent(provider, box, spec, resume=args.resume)
+        f = outcome.footer
+        print(f"{slug}: {f.stop_reason} after {f.turns_used} turn(s), {f.input_tokens:,} in / "
+              f"{f.output_tokens:,} out tokens; transcript {outcome.transcript}"
+              + (f"; {f.message}" if f.message else ""))
+        if f.stop_reason == "provider-error":
+            status = 1
+    manifest = args.out / "submission.toml"
+    manifest.write_text(
+        "# written by python -m agents run\n"
+        f'model = "{args.model}"\nprovider = "{args.provider}"\nharness = "d2k-reference"\n'
+        f'guidance = "{args.guidance}"\nmode = "{args.mode}"\nbudget = {args.turns}\n'
+        f"tasks = [{', '.join(json.dumps(s) for s in slugs)}]\n", encoding="utf-8")
+    print(f"run folder: {args.out} (manifest {manifest})")
+    return status
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    header = transcript.Header(provider=args.provider, model=args.model, harness=args.harness,
+                               guidance=args.guidance, budget=args.budget, task=args.task)
+    try:
+        t = importers.import_log(args.log.read_bytes(), args.format, header)
+    except (importers.ImportErrorBadLog, transcript.TranscriptError) as exc:
+        print(f"error: {args.log}: {exc}", file=sys.stderr)
+        return 2
+    args.out.write_text(t.dumps(), encoding="utf-8")
+    print(f"{args.out}: {len(t.events)} events, {t.turns_used} turns")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        t = transcript.parse(args.path.read_bytes(), budget=args.budget)
+    except transcript.TranscriptError as exc:
+        print(f"error: {args.path}: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.path}: valid, {len(t.events)} events, {t.turns_used} turns, stop {t.footer.stop_reason}")
+    return 0
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    from agents.judge import judge
+
+    provider = make_provider(_config(args))
+    result = judge(provider, get_task(args.task), args.file.read_text(encoding="utf-8"), args.kind)
+    print(json.dumps(result.__dict__, indent=2))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(transcript.json_schema(), indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m agents", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run the reference agent on a task (or all)")
+    _provider_args(p)
+    p.add_argument("--task", required=True, help="task slug, or 'all'")
+    p.add_argument("--guidance", choices=list(GUIDANCE_LEVELS), default="none")
+    p.add_argument("--mode", choices=["kernel", "design"], default="kernel")
+    p.add_argument("--turns", type=int, default=350, help="turn budget per task")
+    p.add_argument("--out", type=Path, required=True, help="run folder")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run from its transcripts")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("import", help="convert another harness's log into a transcript")
+    p.add_argument("log", type=Path)
+    p.add_argument("--format", choices=importers.FORMATS, required=True)
+    p.add_argument("--task", required=True)
+    p.add_argument("--provider", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--harness", default="external")
+    p.add_argument("--guidance", choices=list(GUIDANCE_LEVELS), default="none")
+    p.add_argument("--budget", type=int, default=350)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("validate", help="validate a transcript file")
+    p.add_argument("path", type=Path)
+    p.add_argument("--budget", type=int)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("judge", help="judge a design document or a kernel against the task's guidance")
+    _provider_args(p)
+    p.add_argument("--task", required=True)
+    p.add_argument("--kind", choices=["design", "implementation"], required=True)
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_judge)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of a transcript line")
+    p.add_argument("--output")
+    p.set_defaults(func=cmd_schema)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,122 @@
+"""The reference agent loop (AGENTS.md): one model, one task, a turn budget, the tools.
+
+One turn is one model response. Transient provider errors are retried inside the provider and
+cost no turn; a fatal one ends the run with ``provider-error``. Every event is appended to the
+transcript as it happens, so ``resume=True`` rebuilds the conversation from the file and carries
+on from the last complete turn after a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents import prompt as prompts
+from agents.providers.base import Provider, ProviderError
+from agents.tools import ToolBox
+from agents.transcript import Event, Footer, Header, TranscriptError, Writer, load, now
+
+
+@dataclass
+class RunSpec:
+    provider_name: str
+    model: str
+    condition: str = "none"
+    mode: str = "kernel"  # "kernel" | "design"
+    budget: int = 350
+    harness: str = "d2k-reference"
+
+
+@dataclass
+class RunOutcome:
+    footer: Footer
+    transcript: Path
+    kernel: Path | None
+    design: Path | None
+
+
+def _complete_prefix(events: list[Event]) -> list[Event]:
+    """Drop a trailing turn whose tool results were not all written (the crash point)."""
+    while events:
+        last_assistant = max((i for i, e in enumerate(events) if e.role == "assistant"), default=None)
+        if last_assistant is None:
+            return events
+        wanted = {c.id for c in events[last_assistant].tool_calls or []}
+        got = {e.tool_call_id for e in events[last_assistant + 1:] if e.role == "tool"}
+        if wanted <= got:
+            return events
+        events = events[:last_assistant]
+    return events
+
+
+def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool = False) -> RunOutcome:
+    """Run (or resume) the agent on ``toolbox.task``; the transcript is ``workdir/transcript.jsonl``."""
+    task = toolbox.task
+    workdir = toolbox.workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "transcript.jsonl"
+    p = prompts.build(task, spec.condition, spec.mode, spec.budget)
+    history: list[Event] = []
+    if resume and path.exists():
+        try:
+            old = load(path, require_footer=False)
+        except TranscriptError as exc:
+            raise SystemExit(f"cannot resume {path}: {exc}") from None
+        if old.footer is not None:
+            return RunOutcome(old.footer, path, toolbox.kernel_path if toolbox.kernel_path.exists() else None,
+                              workdir / "design.md" if (workdir / "design.md").exists() else None)
+        history = _complete_prefix([e for e in old.events if e.role != "system"])
+        path.write_text(old.model_copy(update={"events": [e for e in old.events if e.role == "system"] + history,
+                                               "footer": None}).dumps(), encoding="utf-8")
+        writer = Writer(path)
+    else:
+        path.unlink(missing_ok=True)
+        writer = Writer(path)
+        writer.write(Header(provider=spec.provider_name, model=spec.model, harness=spec.harness,
+                            guidance=spec.condition, mode=spec.mode, budget=spec.budget, task=task.slug,
+                            started_at=now()))
+        writer.write(Event(turn=0, role="system", content=p.system, ts=now()))
+        first = Event(turn=0, role="user", content=p.user, ts=now())
+        writer.write(first)
+        history = [first]
+
+    turn = max((e.turn for e in history), default=0)
+    tokens_in = sum(e.usage.input_tokens for e in history if e.usage)
+    tokens_out = sum(e.usage.output_tokens for e in history if e.usage)
+    stop, message, final_text = "budget", "", ""
+    tools = toolbox.specs()
+    try:
+        while turn < spec.budget:
+            try:
+                reply = provider.complete(p.system, history, tools)
+            except ProviderError as exc:
+                stop, message = "provider-error", str(exc)
+                break
+            turn += 1
+            tokens_in += reply.usage.input_tokens
+            tokens_out += reply.usage.output_tokens
+            event = Event(turn=turn, role="assistant", content=reply.content, tool_calls=reply.tool_calls or None,
+                          usage=reply.usage, ts=now())
+            writer.write(event)
+            history.append(event)
+            if not reply.tool_calls:
+                stop, final_text = "done", reply.content
+                break
+            for call in reply.tool_calls:
+                result = Event(turn=turn, role="tool", tool_call_id=call.id,
+                               content=toolbox.call(call.name, call.arguments), ts=now())
+                writer.write(result)
+                history.append(result)
+    except KeyboardInterrupt:
+        stop, message = "interrupted", "interrupted by the user; resume with --resume"
+    footer = Footer(stop_reason=stop, turns_used=turn, input_tokens=tokens_in, output_tokens=tokens_out,
+                    message=message)
+    if stop != "interrupted":
+        writer.write(footer)
+    writer.close()
+    design = None
+    if spec.mode == "design" and final_text:
+        design = workdir / "design.md"
+        design.write_text(final_text, encoding="utf-8")
+    kernel = toolbox.kernel_path if toolbox.kernel_path.exists() else None
+    return RunOutcome(footer, path, kernel, design)

@@ -1,0 +1,5 @@
+import sys
+
+from d2k_cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,105 @@
+"""The suite summary of a results page: targets per workload and the geometric means of the suite.
+
+``docs/results/<profile>.md`` ends with this (issue 5): correctness over the tasks, the
+geometric-mean expert speedup over eager and over torch.compile, the geometric-mean SOL fraction,
+and every workload that misses a target, with the bound that applies to it. Whether a workload
+is compute- or memory-bound is read off its roofline (the larger of FLOPs / peak and bytes /
+bandwidth), so the 40% / 60% targets follow the same numbers the SOL fraction uses. Task speedups
+go through :mod:`evaluator.scoring`, the one implementation of the geometric means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evaluator.result import RunResult, TaskResult, WorkloadResult
+from evaluator.score_result import score_task_result
+from evaluator.scoring import geomean
+
+COMPUTE_TARGET = 0.40  # of the measured peak rate of the workload's dtype
+MEMORY_TARGET = 0.60  # of the measured bandwidth
+
+
+@dataclass(frozen=True)
+class WorkloadVerdict:
+    task: str
+    workload: str
+    bound: str  # "compute" | "memory" | "unknown"
+    misses: tuple[str, ...]
+
+
+def bound_of(result: RunResult, w: WorkloadResult, dtype_peaks: dict[str, float], dtype: str) -> str:
+    bw = result.hardware.memory_bandwidth_gbs * 1e9
+    peak = dtype_peaks.get(dtype, 0.0) * 1e12
+    if bw <= 0:
+        return "unknown"
+    t_mem = w.bytes / bw
+    t_math = w.flops / peak if peak > 0 else 0.0
+    return "compute" if t_math > t_mem else "memory"
+
+
+def verdicts(result: RunResult, dtypes: dict[str, str]) -> list[WorkloadVerdict]:
+    """Targets per workload: correct, faster than eager, not slower than compile, SOL fraction by bound.
+
+    ``dtypes`` maps ``task/workload`` to the roofline compute dtype (from the task tree).
+    """
+    out = []
+    for t in result.tasks:
+        for w in t.workloads:
+            if w.smoke:
+                continue
+            misses = []
+            if not w.correct:
+                misses.append("incorrect")
+            cand, base, comp = (w.timings.get(p) for p in ("candidate", "baseline", "compile"))
+            if cand and base and cand.median_ms >= base.median_ms:
+                misses.append(f"not faster than eager ({base.median_ms / cand.median_ms:.2f}x)")
+            if cand and comp and cand.median_ms > comp.median_ms * 1.02:
+                misses.append(f"slower than torch.compile ({comp.median_ms / cand.median_ms:.2f}x)")
+            bound = bound_of(result, w, result.hardware.peak_tflops, dtypes.get(f"{t.slug}/{w.name}", ""))
+            sol = w.sol_fraction.get("candidate")
+            target = COMPUTE_TARGET if bound == "compute" else MEMORY_TARGET
+            if sol is not None and bound != "unknown" and sol < target:
+                misses.append(f"{sol:.0%} of SOL, target {target:.0%} ({bound}-bound)")
+            out.append(WorkloadVerdict(t.slug, w.name, bound, tuple(misses)))
+    return out
+
+
+def _compile_ratio(t: TaskResult) -> float | None:
+    ratios = [w.timings["compile"].median_ms / w.timings["candidate"].median_ms for w in t.workloads
+              if not w.smoke and "compile" in w.timings and "candidate" in w.timings]
+    return geomean(ratios) if ratios else None
+
+
+def summary(result: RunResult, dtypes: dict[str, str], expected_tasks: int | None = None) -> str:
+    """Markdown: the suite's correctness and geometric means, then the misses."""
+    scores = {t.slug: score_task_result(t) for t in result.tasks}
+    correct = [s for s in scores.values() if s.correct]
+    n = expected_tasks or len(result.tasks)
+    speedups = [s.speedup for s in correct if s.speedup]
+    vs_compile = [r for t in result.tasks if scores[t.slug].correct for r in [_compile_ratio(t)] if r]
+    sols = [s.sol_fraction for s in correct if s.sol_fraction]
+    n_workloads = sum(1 for t in result.tasks for w in t.workloads if not w.smoke)
+    lines = [
+        "## Suite summary",
+        "",
+        f"- **Correctness:** {len(correct)}/{n} tasks "
+        f"({sum(1 for t in result.tasks for w in t.workloads if w.correct and not w.smoke)}/{n_workloads} workloads).",
+        f"- **Expert speedup over eager** (geometric mean over tasks of each task's geometric mean over "
+        f"workloads): {geomean(speedups):.2f}x" if speedups else "- **Expert speedup over eager:** -",
+        f"- **Expert speedup over torch.compile** (same means): {geomean(vs_compile):.2f}x"
+        if vs_compile else "- **Expert speedup over torch.compile:** -",
+        f"- **SOL fraction** (geometric mean over tasks): {geomean(sols):.1%}" if sols else "- **SOL fraction:** -",
+        "",
+    ]
+    misses = [v for v in verdicts(result, dtypes) if v.misses]
+    if misses:
+        lines += ["### Workloads that miss a target", "", "| task | workload | bound | misses |", "|---|---|---|---|"]
+        lines += [f"| {v.task} | {v.workload} | {v.bound} | {'; '.join(v.misses)} |" for v in misses]
+    else:
+        lines.append("Every workload meets every target.")
+    failed = [t for t in result.tasks if not scores[t.slug].correct]
+    if failed:
+        lines += ["", "### Tasks that failed", ""]
+        lines += [f"- {t.slug}: {t.status} {t.error_code} {t.reason[:300]}".rstrip() for t in failed]
+    return "\n".join(lines) + "\n"

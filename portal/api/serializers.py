@@ -1,0 +1,149 @@
+"""API representations. Read-only except the upload, whose fields are validated by the actions."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from leaderboard.models import Task, Workload
+from portal.moderation.models import Decision
+from portal.submissions.models import EvaluationAttempt, Submission, SubmissionTask, TaskResult, WorkloadResult
+from portal.submissions.selectors import progress_of, task_score
+from portal.teams.models import ApiToken
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Workload
+        fields = ["name", "smoke", "model", "params", "flops", "bytes", "shapes"]
+
+
+class TaskListSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Task
+        fields = ["slug", "task_id", "title", "category", "entry_point", "summary"]
+
+
+class TaskDetailSerializer(serializers.ModelSerializer):
+    workloads = WorkloadSerializer(many=True, read_only=True)
+    spec = serializers.JSONField(source="spec_json")
+    guidance = serializers.DictField(child=serializers.CharField())
+
+    class Meta:
+        model = Task
+        fields = ["slug", "task_id", "title", "category", "entry_point", "summary", "semantics", "notes", "spec",
+                  "workloads", "guidance"]
+
+
+class SubmissionTaskSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(source="task.slug")
+
+    class Meta:
+        model = SubmissionTask
+        fields = ["slug", "kernel_path", "kernel_sha256", "transcript_path", "turns_used"]
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EvaluationAttempt
+        fields = ["number", "status", "queue", "requested_by_label", "created_at", "started_at", "finished_at",
+                  "heartbeat_at", "worker", "infra_retries", "progress", "mode", "engine_version", "error_code",
+                  "reason"]
+
+
+class SubmissionSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug")
+    model = serializers.CharField(source="model.name")
+    provider = serializers.CharField(source="model.provider")
+    model_version = serializers.CharField(source="model.version")
+    harness = serializers.CharField(source="harness.name")
+    harness_version = serializers.CharField(source="harness.version")
+    bundle_sha256 = serializers.CharField(source="bundle.sha256")
+    tasks = SubmissionTaskSerializer(many=True, read_only=True)
+    attempt = serializers.SerializerMethodField()
+    public = serializers.BooleanField(source="is_public")
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Submission
+        fields = ["id", "team", "model", "provider", "model_version", "harness", "harness_version", "guidance", "mode",
+                  "budget", "hardware", "filename", "bundle_sha256", "status", "public", "created_at", "updated_at",
+                  "published_at", "tasks", "attempt", "progress"]
+
+    def _private(self, obj: Submission) -> bool:
+        """The caller's team's own submission (or a moderator): every attempt and live progress."""
+        return bool(self.context.get("moderator")) or obj.team_id in self.context.get("team_ids", ())
+
+    def get_attempt(self, obj: Submission) -> dict | None:
+        attempt = obj.current_attempt if self._private(obj) else obj.published_attempt
+        return AttemptSerializer(attempt).data if attempt else None
+
+    def get_progress(self, obj: Submission) -> dict | None:
+        return progress_of(obj) if self._private(obj) else None
+
+    def to_representation(self, obj: Submission) -> dict:
+        data = super().to_representation(obj)
+        if not self._private(obj):
+            data["status"] = "published"
+        return data
+
+
+class SubmissionCreateSerializer(serializers.Serializer):
+    bundle = serializers.FileField(help_text=".zip or .tar.gz with submission.toml at its root")
+    hardware = serializers.CharField(required=False, help_text="hardware profile; overrides the manifest's")
+    team = serializers.SlugField(required=False, help_text="session auth only, when the user is in several teams")
+
+
+class WorkloadResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadResult
+        fields = ["name", "smoke", "correct", "params", "baseline_ms", "candidate_ms", "speedup", "sol_fraction",
+                  "rel_stderr"]
+
+
+class TaskResultSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(source="task.slug")
+    workloads = WorkloadResultSerializer(many=True, read_only=True)
+    score = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TaskResult
+        fields = ["slug", "status", "error_code", "reason", "verdict", "findings", "aten_ops", "wall_s", "score",
+                  "workloads"]
+
+    def get_score(self, obj: TaskResult) -> dict:
+        s = task_score(obj)
+        return {"correct": s.correct, "speedup": s.speedup, "sol_fraction": s.sol_fraction,
+                "findings": list(s.findings)}
+
+
+class TaskLogSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(source="task.slug")
+
+    class Meta:
+        model = TaskResult
+        fields = ["slug", "status", "error_code", "stdout_tail", "stderr_tail"]
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+
+
+class DecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=Decision.choices)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    state = serializers.CharField(read_only=True)
+    team = serializers.CharField(source="team.slug", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "team", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "state"]
+        read_only_fields = fields
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=80)
+    days = serializers.IntegerField(min_value=1, max_value=366, required=False)
+    team = serializers.SlugField(required=False)

@@ -1,0 +1,1 @@
+"""Moderation: the moderators group, the queue with its evidence, and the decisions."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ModerationConfig(AppConfig):
+    name = "portal.moderation"
+    label = "moderation"

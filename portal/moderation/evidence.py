@@ -1,0 +1,113 @@
+"""What a moderator sees before deciding (PORTAL.md, Moderation): findings, variance, outliers,
+the hardware fingerprint, the transcript and the diff against the team's previous published
+kernel for the same task. Reads only; scores come from :mod:`evaluator.score_result`.
+
+Outliers compare the candidate's task speedup with the expert kernel's on the same profile, taken
+from the measured reference run ``docs/results/<profile>-bench.json`` when there is one.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from evaluator.result import RunResult
+from evaluator.score_result import score_task_result
+from portal.submissions import selectors
+from portal.submissions.constants import Status
+from portal.submissions.highlight import highlight_diff
+from portal.submissions.models import Submission
+
+#: A task speedup this many times the expert's is flagged for a closer look.
+OUTLIER_FACTOR = 1.5
+#: Relative standard error of a timing above which the number is called noisy.
+NOISY_REL_STDERR = 0.02
+
+
+@functools.lru_cache(maxsize=8)
+def _expert_run(path: str, mtime: float) -> RunResult | None:
+    try:
+        return RunResult.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def expert_speedups(hardware: str) -> dict[str, float]:
+    path = Path(settings.BASE_DIR) / "docs" / "results" / f"{hardware}-bench.json"
+    if not path.is_file():
+        return {}
+    run = _expert_run(str(path), path.stat().st_mtime)
+    if run is None:
+        return {}
+    scores = {t.slug: score_task_result(t) for t in run.tasks}
+    return {slug: s.speedup for slug, s in scores.items() if s.correct and s.speedup}
+
+
+@dataclass
+class TaskEvidence:
+    slug: str
+    status: str
+    verdict: str
+    speedup: float | None
+    expert_speedup: float | None
+    findings: list[dict] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    noisy: list[str] = field(default_factory=list)
+    aten_ops: list[str] = field(default_factory=list)
+    diff_html: str = ""
+    has_transcript: bool = False
+    turns_used: int | None = None
+
+
+def submission_evidence(sub: Submission) -> list[TaskEvidence]:
+    results = {r.task.slug: r for r in selectors.attempt_results(sub.current_attempt)}
+    experts = expert_speedups(sub.hardware)
+    out = []
+    for task in sub.tasks.all():
+        row = results.get(task.task.slug)
+        ev = TaskEvidence(slug=task.task.slug, status=row.status if row else "not run",
+                          verdict=row.verdict if row else "", speedup=None,
+                          expert_speedup=experts.get(task.task.slug), has_transcript=bool(task.transcript_storage_name),
+                          turns_used=task.turns_used)
+        if row is not None:
+            score = selectors.task_score(row)
+            ev.speedup = score.speedup
+            ev.findings = row.findings
+            ev.aten_ops = row.aten_ops
+            for w in row.workloads.all():
+                if w.sol_fraction is not None and w.sol_fraction > 1:
+                    ev.flags.append(f"{w.name}: faster than speed-of-light ({w.sol_fraction:.2f} of SOL time)")
+                if w.rel_stderr is not None and w.rel_stderr > NOISY_REL_STDERR:
+                    ev.noisy.append(f"{w.name}: ±{w.rel_stderr:.1%}")
+            if ev.speedup and ev.expert_speedup and ev.speedup > OUTLIER_FACTOR * ev.expert_speedup:
+                ev.flags.append(f"speedup {ev.speedup:.2f}× is over {OUTLIER_FACTOR}× the expert's "
+                                f"{ev.expert_speedup:.2f}×")
+            if row.verdict not in ("clean", "unjudged"):
+                ev.flags.append(f"engine verdict: {row.verdict}")
+        previous = selectors.previous_published_kernel(sub, task.task.slug)
+        if previous is not None and task.kernel_source:
+            ev.diff_html = highlight_diff(previous.kernel_source, task.kernel_source,
+                                          f"#{previous.submission_id}/{previous.kernel_path}",
+                                          f"#{sub.pk}/{task.kernel_path}")
+        out.append(ev)
+    return out
+
+
+def moderation_queue() -> QuerySet[Submission]:
+    """Evaluated submissions waiting for a decision, oldest first."""
+    return selectors.submissions_base().filter(status=Status.EVALUATED).order_by("updated_at", "id")
+
+
+def attempt_variance(sub: Submission) -> dict[str, list[float]]:
+    """Task speedups across this submission's evaluated attempts: run-to-run spread."""
+    spread: dict[str, list[float]] = {}
+    for attempt in sub.attempts.exclude(status__in=[Status.QUEUED, Status.RUNNING, Status.ERROR, Status.CANCELLED]):
+        for row in selectors.attempt_results(attempt):
+            score = selectors.task_score(row)
+            if score.speedup:
+                spread.setdefault(row.task.slug, []).append(round(score.speedup, 3))
+    return {slug: values for slug, values in spread.items() if len(values) > 1}

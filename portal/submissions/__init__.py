@@ -1,0 +1,1 @@
+"""Submissions: bundles, validation, the state machine, evaluation attempts and their results."""

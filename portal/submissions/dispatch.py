@@ -1,0 +1,17 @@
+"""Which queue runs a hardware profile, and sending an attempt there once the transaction commits."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+
+def queue_for(hardware: str) -> str:
+    return settings.D2K_HARDWARE_QUEUES[hardware]
+
+
+def dispatch_on_commit(submission_id: int, number: int, queue: str) -> None:
+    """Queue ``evaluate_submission_task`` after commit, so a worker never reads a row that may roll back."""
+    from portal.submissions.tasks import evaluate_submission_task  # the task module imports actions
+
+    transaction.on_commit(lambda: evaluate_submission_task.apply_async(args=[submission_id, number], queue=queue))

@@ -1,0 +1,102 @@
+"""The bundle manifest, ``submission.toml``: its pydantic model is the one definition.
+
+``docs/manifest-schema.json`` is generated from :class:`Manifest` (``python manage.py
+manifest_schema``) and a test keeps the two equal, so a team can validate a manifest offline with
+any JSON Schema validator. Version 1 accepts what ``python -m agents run`` writes (a list of
+slugs, files found by convention at ``<slug>/kernel.py``, ``<slug>/transcript.jsonl``,
+``<slug>/design.md``) and the explicit form (a table per task naming its files).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from portal.submissions.constants import DEFAULT_BUDGET
+from portal.submissions.problems import Problem
+
+MANIFEST_NAME = "submission.toml"
+MANIFEST_VERSION = 1
+_PATH = Field(min_length=1, max_length=200, pattern=r"^[^/\\][^\\]*$")
+Slug = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskEntry(_Strict):
+    """One task of the bundle, with its files named explicitly (paths inside the bundle)."""
+
+    slug: Slug
+    kernel: Annotated[str, _PATH] | None = Field(None, description="default: <slug>/kernel.py")
+    transcript: Annotated[str, _PATH] | None = Field(None, description="default: <slug>/transcript.jsonl if present")
+    design: Annotated[str, _PATH] | None = Field(None, description="design mode; default: <slug>/design.md")
+    turns_used: int | None = Field(None, ge=0, le=100_000, description="default: from the transcript")
+
+
+class Manifest(_Strict):
+    """``submission.toml`` at the bundle's root. Unknown keys are refused."""
+
+    schema_version: Literal[1] = Field(MANIFEST_VERSION, description="the manifest format version")
+    model: str = Field(min_length=1, max_length=120, description="the model's name, e.g. gpt-5")
+    provider: str = Field(min_length=1, max_length=80, description="who serves the model, e.g. openai")
+    model_version: str = Field("", max_length=80, description="a dated snapshot or release, if any")
+    harness: str = Field(min_length=1, max_length=120, description="the agent harness, e.g. d2k-reference")
+    harness_version: str = Field("", max_length=80)
+    guidance: Literal["none", "L1", "L1+L2", "L1+L2+L3"]
+    mode: Literal["kernel", "design"] = "kernel"
+    budget: int = Field(DEFAULT_BUDGET, ge=1, le=100_000, description="turn budget per task")
+    hardware: str | None = Field(None, max_length=32, description="target hardware profile (default: the site's)")
+    notes: str = Field("", max_length=4000)
+    tasks: list[Slug | TaskEntry] = Field(min_length=1, max_length=64)
+
+    def entries(self) -> list[TaskEntry]:
+        return [TaskEntry(slug=t) if isinstance(t, str) else t for t in self.tasks]
+
+
+_RULES = {"extra_forbidden": "manifest-unknown-key", "missing": "manifest-missing-key"}
+
+
+def parse_manifest(data: bytes) -> tuple[Manifest | None, list[Problem]]:
+    """Parse and validate the manifest; every schema violation becomes a problem naming its key."""
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, [Problem(MANIFEST_NAME, "encoding", "is not UTF-8")]
+    except tomllib.TOMLDecodeError as exc:
+        return None, [Problem(MANIFEST_NAME, "manifest-syntax", f"is not valid TOML: {exc}")]
+    try:
+        return Manifest.model_validate(raw), []
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            if err["type"] == "string_type" and "constrained-str" in map(str, err["loc"]):
+                continue  # a task given as a table: the other branch of the union reports it
+            where = ".".join(str(p) for p in err["loc"] if str(p) not in ("constrained-str", "TaskEntry"))
+            rule = _RULES.get(err["type"], "manifest-schema")
+            message = "unknown key" if rule == "manifest-unknown-key" else err["msg"]
+            problems.append(Problem(MANIFEST_NAME, rule, f"{where or 'manifest'}: {message}"))
+        return None, _dedupe(problems)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: dict[str, Problem] = {}
+    for p in problems:
+        seen.setdefault(str(p), p)
+    return list(seen.values())
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Manifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://d2k-bench.invalid/schemas/manifest-v1.json"
+    schema["title"] = f"D2K-Bench submission.toml, version {MANIFEST_VERSION}"
+    return schema
+
+
+def json_schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"

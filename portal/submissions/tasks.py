@@ -1,0 +1,52 @@
+"""Celery tasks of the submission side: thin shells that load by id and call the actions.
+
+``evaluate_submission_task(submission_id, number)`` is sent to the queue of the submission's
+hardware profile (:func:`portal.submissions.dispatch.dispatch_on_commit`). It is keyed by
+(submission, attempt number): a duplicate delivery finds the attempt claimed or finished and
+does nothing. Late acks, prefetch 1 and reject-on-worker-lost come from the app configuration
+(``portal/settings/base.py``). ``reap_stale_runs_task`` runs on the beat schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from portal.submissions import actions
+from portal.submissions.evaluation import evaluate_attempt
+from portal.submissions.models import EvaluationAttempt
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True)
+def evaluate_submission_task(self, submission_id: int, number: int, **kwargs: object) -> str:  # noqa: ANN001
+    """Judge attempt ``number`` of submission ``submission_id`` with the engine.
+
+    Unknown keyword arguments are logged and ignored, so a producer newer than this worker (a
+    rolling deploy) does not break it.
+    """
+    if kwargs:
+        log.warning("evaluate_submission_task(%s, %s): ignoring %s", submission_id, number, sorted(kwargs))
+    worker = self.request.hostname or "worker"
+    try:
+        outcome = evaluate_attempt(submission_id, number, worker=worker)
+    except SoftTimeLimitExceeded:
+        attempt = EvaluationAttempt.objects.filter(submission_id=submission_id, number=number).first()
+        outcome = "soft time limit"
+        if attempt is not None:
+            actions.do_record_infra_error(attempt.pk, None, "portal:infra:time-limit",
+                                          "the evaluation ran past the worker's time limit")
+    log.info("evaluate_submission_task(%s, %s): %s", submission_id, number, outcome)
+    return outcome
+
+
+@shared_task(acks_late=True)
+def reap_stale_runs_task(**kwargs: object) -> int:
+    """Requeue (or fail) running attempts whose heartbeat went quiet; safe to run concurrently."""
+    reaped = actions.do_reap_stale_runs()
+    for pk, outcome in reaped:
+        log.warning("reaped attempt %s: %s", pk, outcome)
+    return len(reaped)

@@ -1,0 +1,33 @@
+"""Transcript validation for uploads: the one place the portal decides what a transcript must be.
+
+The format belongs to the agents (issue 9, ``agents/transcript.py``, docs/agents.md): JSONL with a
+header line, events in turn order and a footer. This module calls that validator and adds what
+only the portal knows: the transcript must be about the task it is filed under, under the
+submission's guidance condition, within the submission's turn budget. Extend the checks here.
+"""
+
+from __future__ import annotations
+
+from agents.transcript import Transcript, TranscriptError, parse
+from portal.submissions.problems import Problem
+
+
+def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget: int,
+                     ) -> tuple[Transcript | None, list[Problem]]:
+    try:
+        transcript = parse(data, budget=budget)
+    except TranscriptError as exc:
+        return None, [Problem(path, "transcript", str(exc))]
+    problems = []
+    header = transcript.header
+    if header.task != slug:
+        problems.append(Problem(path, "transcript", f"its header is for task {header.task!r}, not {slug!r}"))
+    if header.guidance != guidance:
+        problems.append(Problem(path, "transcript",
+                                f"its header says guidance {header.guidance!r}; the manifest says {guidance!r}"))
+    return (None, problems) if problems else (transcript, [])
+
+
+def transcript_events(data: bytes) -> Transcript:
+    """Parse a stored (already validated) transcript for display."""
+    return parse(data, require_footer=False)

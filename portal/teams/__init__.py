@@ -1,0 +1,1 @@
+"""Teams, their members and their API tokens."""

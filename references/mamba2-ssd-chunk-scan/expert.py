@@ -1,0 +1,222 @@
+"""Expert Triton kernels for T25 ``mamba2-ssd-chunk-scan``: chunked state-space duality.
+
+Chunks never straddle sequences: sequence s is cut into ceil(len_s / Q) chunks (the last may be
+partial), numbered sequence after sequence; programs find their chunk by walking ``cu_seqlens`` on
+the device. Three launches:
+
+1. ``_ssd_dt_fwd_kernel`` (parallel over chunks x head blocks): Δ = softplus(dt + dt_bias) and the
+   chunk-local cumulative sum of Δ·A, once per (token, head), in fp32.
+2. ``_ssd_cb_fwd_kernel`` (parallel over chunks x groups x lower-triangle tiles): C·Bᵀ per group
+   and chunk, shared by all heads of the group; upper tiles are causally dead and never computed.
+3. ``_ssd_scan_fwd_kernel`` (one program per sequence x head x P-block): walks the sequence's
+   chunks in order with the P x N state held in fp32 registers. Per chunk it writes the output
+   (intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus the inter-chunk
+   term C·state scaled by exp(cumsum), plus D·x, gated by silu(z)) and then advances the state by
+   exp(total)·state + (decay ⊙ Δ ⊙ x)ᵀ·B. The state passing is folded into the output pass, so
+   chunk states never go to memory; only Δ, the cumsums and C·Bᵀ are materialized.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _chunk_of(slot, cu_ptr, S: tl.constexpr, Q: tl.constexpr):
+    """(first token, length) of chunk ``slot``; length <= 0 for a surplus slot."""
+    t0 = 0
+    clen = 0
+    acc = 0
+    for s in tl.static_range(S):
+        a = tl.load(cu_ptr + s)
+        b = tl.load(cu_ptr + s + 1)
+        nc = tl.cdiv(b - a, Q)
+        hit = (slot >= acc) & (slot < acc + nc)
+        t0 = tl.where(hit, a + (slot - acc) * Q, t0)
+        clen = tl.where(hit, tl.minimum(b - (a + (slot - acc) * Q), Q), clen)
+        acc += nc
+    return t0, clen
+
+
+@triton.jit
+def _tri_tile(t):
+    i = ((tl.sqrt(8.0 * t.to(tl.float32) + 1.0) - 1.0) * 0.5).to(tl.int32)
+    i = tl.where((i + 1) * (i + 2) // 2 <= t, i + 1, i)
+    i = tl.where(i * (i + 1) // 2 > t, i - 1, i)
+    return i, t - i * (i + 1) // 2
+
+
+@triton.jit
+def _ssd_dt_fwd_kernel(
+    dt_ptr, bias_ptr, a_ptr, delta_ptr, cum_ptr, cu_ptr, H,
+    S: tl.constexpr, Q: tl.constexpr, BH: tl.constexpr,
+):
+    t0, clen = _chunk_of(tl.program_id(0), cu_ptr, S, Q)
+    heads = tl.program_id(1) * BH + tl.arange(0, BH)
+    rows = tl.arange(0, Q)
+    hm = heads < H
+    mask = (rows[:, None] < clen) & hm[None, :]
+    offs = (t0 + rows).to(tl.int64)[:, None] * H + heads[None, :]
+    dt = tl.load(dt_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    dt = dt + tl.load(bias_ptr + heads, mask=hm, other=0.0)[None, :]
+    delta = tl.where(dt > 20.0, dt, tl.log(1.0 + tl.exp(dt)))
+    delta = tl.where(mask, delta, 0.0)
+    cum = tl.cumsum(delta * tl.load(a_ptr + heads, mask=hm, other=0.0)[None, :], axis=0)
+    tl.store(delta_ptr + offs, delta, mask=mask)
+    tl.store(cum_ptr + offs, cum, mask=mask)
+
+
+@triton.jit
+def _ssd_cb_fwd_kernel(
+    b_ptr, c_ptr, cb_ptr, cu_ptr, G, N,
+    S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
+):
+    slot = tl.program_id(0)
+    g = tl.program_id(1)
+    ti, tj = _tri_tile(tl.program_id(2))
+    t0, clen = _chunk_of(slot, cu_ptr, S, Q)
+    ri = ti * BT + tl.arange(0, BT)
+    rj = tj * BT + tl.arange(0, BT)
+    ns = tl.arange(0, BN)
+    nm = ns < N
+    ci = tl.load(c_ptr + ((t0 + ri).to(tl.int64)[:, None] * G + g) * N + ns[None, :],
+                 mask=(ri[:, None] < clen) & nm[None, :], other=0.0)
+    bj = tl.load(b_ptr + ((t0 + rj).to(tl.int64)[:, None] * G + g) * N + ns[None, :],
+                 mask=(rj[:, None] < clen) & nm[None, :], other=0.0)
+    cb = tl.dot(ci, tl.trans(bj))
+    base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
+    tl.store(base + ri[:, None] * Q + rj[None, :], cb.to(cb_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _ssd_scan_fwd_kernel(
+    x_ptr, z_ptr, b_ptr, c_ptr, d_ptr, delta_ptr, cum_ptr, cb_ptr, init_ptr, out_ptr, final_ptr, cu_ptr,
+    H, G, P, N,
+    S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
+):
+    s = tl.program_id(0)
+    h = tl.program_id(1)
+    pb = tl.program_id(2)
+    g = h // (H // G)
+    a = tl.load(cu_ptr + s)
+    e = tl.load(cu_ptr + s + 1)
+    base = 0
+    for s2 in tl.static_range(S):
+        n2 = tl.cdiv(tl.load(cu_ptr + s2 + 1) - tl.load(cu_ptr + s2), Q)
+        base += tl.where(s2 < s, n2, 0)
+    nck = tl.cdiv(e - a, Q)
+    ps = pb * BP + tl.arange(0, BP)
+    pm = ps < P
+    ns = tl.arange(0, BN)
+    nm = ns < N
+    st_offs = ((s.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :]
+    st_mask = pm[:, None] & nm[None, :]
+    state = tl.load(init_ptr + st_offs, mask=st_mask, other=0.0)
+    d_h = tl.load(d_ptr + h)
+    dtype = x_ptr.dtype.element_ty
+    ar = tl.arange(0, BT)
+    c = 0
+    while c < nck:
+        t0 = a + c * Q
+        clen = tl.minimum(e - t0, Q)
+        slot = base + c
+        cb_base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
+        cum_end = tl.load(cum_ptr + (t0 + clen - 1).to(tl.int64) * H + h)
+        st_in = state.to(dtype)
+        for i in tl.static_range(Q // BT):
+            ri = i * BT + ar
+            mi = ri < clen
+            tok_i = (t0 + ri).to(tl.int64)
+            cum_i = tl.load(cum_ptr + tok_i * H + h, mask=mi, other=0.0)
+            acc = tl.zeros((BT, BP), dtype=tl.float32)
+            for j in tl.static_range(i + 1):
+                rj = j * BT + ar
+                mj = rj < clen
+                tok_j = (t0 + rj).to(tl.int64)
+                cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
+                dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+                cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
+                live = mi[:, None] & mj[None, :]
+                if j == i:
+                    live = live & (ri[:, None] >= rj[None, :])
+                # Mask before exponentiating: a positive exponent above the diagonal never overflows.
+                decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
+                m = cb * decay * dl_j[None, :]
+                xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
+                acc = tl.dot(m.to(dtype), xj, acc)
+            ci = tl.load(c_ptr + (tok_i[:, None] * G + g) * N + ns[None, :], mask=mi[:, None] & nm[None, :], other=0.0)
+            acc += tl.exp2(cum_i * LOG2E)[:, None] * tl.dot(ci, tl.trans(st_in))
+            io = (tok_i[:, None] * H + h) * P + ps[None, :]
+            iom = mi[:, None] & pm[None, :]
+            xi = tl.load(x_ptr + io, mask=iom, other=0.0).to(tl.float32)
+            zi = tl.load(z_ptr + io, mask=iom, other=0.0).to(tl.float32)
+            y = (acc + d_h * xi) * (zi / (1.0 + tl.exp2(-zi * LOG2E)))
+            tl.store(out_ptr + io, y.to(out_ptr.dtype.element_ty), mask=iom)
+        # Advance the state over the chunk.
+        state = state * tl.exp2(cum_end * LOG2E)
+        for j in tl.static_range(Q // BT):
+            rj = j * BT + ar
+            mj = rj < clen
+            tok_j = (t0 + rj).to(tl.int64)
+            cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
+            dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+            w = tl.exp2((cum_end - cum_j) * LOG2E) * dl_j
+            xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
+            bj = tl.load(b_ptr + (tok_j[:, None] * G + g) * N + ns[None, :], mask=mj[:, None] & nm[None, :], other=0.0)
+            state = tl.dot(tl.trans((xj.to(tl.float32) * w[:, None]).to(dtype)), bj, state)
+        c += 1
+    tl.store(final_ptr + st_offs, state, mask=st_mask)
+
+
+#: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products; the
+#: P x N state is split along P when there are too few (sequence, head) pairs to fill 132 SMs.
+BT, NUM_WARPS = 64, 4
+
+
+def mamba2_ssd_chunk_scan(
+    x: torch.Tensor, dt: torch.Tensor, dt_bias: torch.Tensor, A: torch.Tensor, B_: torch.Tensor,
+    C_: torch.Tensor, D: torch.Tensor, z: torch.Tensor, initial_states: torch.Tensor,
+    cu_seqlens: torch.Tensor, chunk_size: int, varlen: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, z: [b, l, h, p]; dt: [b, l, h]; dt_bias, A, D: [h] fp32; B_, C_: [b, l, g, n];
+    initial_states: [s, h, p, n] fp32; cu_seqlens: [s+1] int32 over the b*l tokens.
+
+    Returns (out [b, l, h, p], final_states [s, h, p, n] fp32).
+    """
+    bsz, L, H, P = x.shape
+    G, N = B_.shape[2], B_.shape[3]
+    S = initial_states.shape[0]
+    Q = chunk_size
+    T = bsz * L
+    dev = x.device
+    for t in (x, dt, B_, C_, z, initial_states):
+        if not t.is_contiguous():
+            raise ValueError("contiguous inputs expected")
+    bt = min(BT, Q)
+    n_slots = triton.cdiv(T, Q) + S
+    delta = torch.empty(T, H, dtype=torch.float32, device=dev)
+    cum = torch.empty(T, H, dtype=torch.float32, device=dev)
+    bh = 16
+    _ssd_dt_fwd_kernel[(n_slots, triton.cdiv(H, bh))](
+        dt, dt_bias, A, delta, cum, cu_seqlens, H, S=S, Q=Q, BH=bh, num_warps=4,
+    )
+    cb = torch.empty(n_slots, G, Q, Q, dtype=x.dtype, device=dev)
+    nt = Q // bt
+    bn = max(16, triton.next_power_of_2(N))
+    _ssd_cb_fwd_kernel[(n_slots, G, nt * (nt + 1) // 2)](
+        B_, C_, cb, cu_seqlens, G, N, S=S, Q=Q, BT=bt, BN=bn, num_warps=4,
+    )
+    out = torch.empty_like(x)
+    final = torch.empty(S, H, P, N, dtype=torch.float32, device=dev)
+    bp = max(16, triton.next_power_of_2(P))
+    if S * H < 1024 and bp > 32:
+        bp = 32
+    _ssd_scan_fwd_kernel[(S, H, triton.cdiv(P, bp))](
+        x, z, B_, C_, D, delta, cum, cb, initial_states, out, final, cu_seqlens,
+        H, G, P, N, S=S, Q=Q, BT=bt, BP=bp, BN=bn, num_warps=NUM_WARPS,
+    )
+    return out, final

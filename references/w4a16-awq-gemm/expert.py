@@ -1,0 +1,189 @@
+"""Expert Triton kernel for T14 ``w4a16-awq-gemm``: int4 unpack and dequantization fused into the
+GEMM main loop.
+
+Each program computes a [BM, BN] output tile. Per K step it loads the activation tile and the
+packed weight tile ([BK, BN/8] int32: the weight crosses DRAM as 4-bit values), unpacks the codes
+in registers in logical column order, subtracts the group's zero points and multiplies by the
+group's scales (one [BN] vector each per K step, since BK divides the group size) and feeds the
+fp16 tile straight to
+the tensor cores with fp32 accumulation. The dequantized weight exists only in registers and the
+MMA's shared-memory operand buffer, never in global memory.
+
+Unpacking works on whole words, not on replicated per-column copies: AWQ's interleave places
+logical columns 2p and 2p+1 in nibbles p and p+4, so one shift and one mask yield two adjacent
+columns at once, one in each 16-bit half. For fp16 the int4 -> fp16 conversion avoids
+integer-to-float instructions: OR-ing the nibbles into the mantissa of 1024.0 gives exactly
+1024 + code in each half, and subtracting the zero point encoded the same way gives code - zero
+exactly. Per weight element that leaves about one integer operation, one half-precision
+subtract and one multiply, which keeps the decode shapes bandwidth-bound.
+
+Decode sizes are pure weight streaming: the K range is split among SPLIT programs per tile so all
+SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
+second kernel. Tiles launch in super-groups of GROUP_M row-tiles so the weight tile a group needs
+is reused from L2.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _awq_gemm_kernel(
+    x_ptr, qw_ptr, qz_ptr, sc_ptr, c_ptr,
+    M, N, stride_xm, stride_qw, stride_qz, stride_sc, stride_cs, stride_cm,
+    K_SPLIT: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    GROUP_M: tl.constexpr, FAST_CVT: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % rows_in_group
+    pid_n = (pid % per_group) // rows_in_group
+
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    rm = offs_m % M  # wrapped: loads stay inside the operands, the store is masked
+    rn = offs_n % N
+    rw = (pid_n * (BN // 8) + tl.arange(0, BN // 8)) % (N // 8)  # packed word of each column octet
+
+    k0 = pid_k * K_SPLIT  # each split covers K_SPLIT consecutive rows of K
+    offs_k = k0 + tl.arange(0, BK)
+    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
+    qw_ptrs = qw_ptr + offs_k[:, None].to(tl.int64) * stride_qw + rw[None, :]
+
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for i in range(0, K_SPLIT // BK):
+        grp = (k0 + i * BK) // G  # BK divides G: one group of zeros and scales per step
+        x = tl.load(x_ptrs)
+        qw = tl.load(qw_ptrs)  # [BK, BN/8] packed codes
+        qz = tl.load(qz_ptr + grp * stride_qz + rw)  # [BN/8] packed zero points
+        sc = tl.load(sc_ptr + grp * stride_sc + rn)  # [BN]
+        wv = _unpack_awq(qw, FAST_CVT, x.dtype)  # [BK, BN]
+        zv = _unpack_awq(qz[None, :], FAST_CVT, x.dtype)  # [1, BN]
+        w = (wv - zv) * sc[None, :]  # (code - zero) exactly, times the group scale
+        acc = tl.dot(x, w.to(x.dtype), acc)
+        x_ptrs += BK
+        qw_ptrs += BK * stride_qw
+
+    c_ptrs = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _unpack_awq(words, FAST: tl.constexpr, DT: tl.constexpr):
+    """[R, C] int32 AWQ words -> [R, 8C] values in logical column order.
+
+    AWQ's interleave puts logical columns 2p and 2p+1 of an octet in nibbles p and p+4, i.e. in
+    the low four bits of the two 16-bit halves of (word >> 4p). One mask per shift therefore
+    extracts a pair of adjacent columns. With FAST, OR-ing the pair into 0x6400 (fp16 1024.0,
+    whose mantissa step is one) makes each half the fp16 value 1024 + code with no
+    integer-to-float conversion; callers subtract a zero point encoded the same way. Otherwise
+    the codes are converted to DT. The pairs are then joined back into column order.
+    """
+    if FAST:
+        m0 = (words & 0x000F000F) | 0x64006400
+        m1 = ((words >> 4) & 0x000F000F) | 0x64006400
+        m2 = ((words >> 8) & 0x000F000F) | 0x64006400
+        m3 = ((words >> 12) & 0x000F000F) | 0x64006400
+        lo0 = m0.to(tl.int16).to(tl.float16, bitcast=True)
+        lo1 = m1.to(tl.int16).to(tl.float16, bitcast=True)
+        lo2 = m2.to(tl.int16).to(tl.float16, bitcast=True)
+        lo3 = m3.to(tl.int16).to(tl.float16, bitcast=True)
+        hi0 = (m0 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+        hi1 = (m1 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+        hi2 = (m2 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+        hi3 = (m3 >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+    else:
+        lo0 = (words & 0xF).to(DT)
+        lo1 = ((words >> 4) & 0xF).to(DT)
+        lo2 = ((words >> 8) & 0xF).to(DT)
+        lo3 = ((words >> 12) & 0xF).to(DT)
+        hi0 = ((words >> 16) & 0xF).to(DT)
+        hi1 = ((words >> 20) & 0xF).to(DT)
+        hi2 = ((words >> 24) & 0xF).to(DT)
+        hi3 = ((words >> 28) & 0xF).to(DT)
+    # Index order after the joins: (word, q, r, half) with pair p = 2q + r, column 8*word + 2p + half.
+    lo = tl.join(tl.join(lo0, lo2), tl.join(lo1, lo3))
+    hi = tl.join(tl.join(hi0, hi2), tl.join(hi1, hi3))
+    both = tl.join(lo, hi)
+    return tl.reshape(both, (words.shape[0], words.shape[1] * 8))
+
+
+@triton.jit
+def _splitk_reduce_kernel(p_ptr, c_ptr, MN, SPLIT: tl.constexpr, BLOCK_E: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
+    mask = offs < MN
+    acc = tl.zeros((BLOCK_E,), dtype=tl.float32)
+    for s in range(SPLIT):
+        acc += tl.load(p_ptr + s * MN + offs, mask=mask, other=0.0)
+    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+_NUM_SMS = 132
+
+#: Larger-M candidates for the H200, chosen by Triton's autotuner once per (M, N, K). The K step
+#: never exceeds the group size, so each step sees exactly one group of zeros and scales.
+_BIG_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 64, "BN": 128, "BK": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+]
+_awq_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
+
+
+def _split_for(tiles: int, k_iters: int) -> int:
+    """Power-of-two split of K until there are several programs per SM (at most eight)."""
+    split = 1
+    while (tiles * split < 4 * _NUM_SMS and split < 8 and k_iters % (2 * split) == 0
+           and k_iters // (2 * split) >= 8):
+        split *= 2
+    return split
+
+
+def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+             group_size: int) -> torch.Tensor:
+    """x [M, K], qweight int32 [K, N/8] (AWQ order), qzeros int32 [K/G, N/8], scales [K/G, N].
+
+    Returns out [M, N] in x's dtype.
+    """
+    M, K = x.shape
+    N = scales.shape[1]
+    G = group_size
+    if K % G or G & (G - 1) or G < 16 or qweight.shape != (K, N // 8) or N % 8 or x.stride(1) != 1:
+        raise ValueError("bad shapes: need K % G == 0, power-of-two G >= 16, N % 8 == 0, contiguous rows")
+    out = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    if M == 0 or N == 0:
+        return out
+    fast = x.dtype == torch.float16
+    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    on_cpu = x.device.type == "cpu"
+    if not on_cpu and M > 128 and G % 128 == 0:  # compute-heavy: autotuned tiles, no split
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
+        _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=K, G=G, FAST_CVT=fast)
+        return out
+    if on_cpu:  # interpreter: small tiles; split-K when K is long
+        bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
+        k_iters = K // bk
+        split = 4 if k_iters >= 24 and k_iters % 4 == 0 else 1
+    else:  # decode: the smallest MMA tile along M, split-K to spread the weight stream
+        bm, bn, bk, warps, stages = (16 if M <= 16 else 32 if M <= 32 else 64), 128, min(128, G), 4, 4
+        split = _split_for(triton.cdiv(M, bm) * triton.cdiv(N, bn), K // bk)
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
+    target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
+    _awq_gemm_kernel[grid](
+        x, qweight, qzeros, scales, target, M, N, *strides, M * N, N,
+        K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=fast,
+        num_warps=warps, num_stages=stages,
+    )
+    if split > 1:
+        block_e = 1024
+        _splitk_reduce_kernel[(triton.cdiv(M * N, block_e),)](target, out, M * N, SPLIT=split, BLOCK_E=block_e)
+    return out

@@ -1,0 +1,56 @@
+"""Write a results page (docs/results/<name>.md) from one or more engine bench JSON results.
+
+The per-workload table comes from :func:`evaluator.report.markdown`, the suite summary from
+:mod:`evaluator.suite_report`; results of several device calls (each a ``RunResult``) are merged
+task by task, later files replacing earlier ones for the same task.
+
+Usage: python scripts/results_page.py OUT.md --command "..." RESULT.json [RESULT.json ...] [--json MERGED.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator import report, suite_report  # noqa: E402
+from evaluator.result import RunResult  # noqa: E402
+from tasks.registry import load_tasks  # noqa: E402
+
+
+def merge(results: list[RunResult]) -> RunResult:
+    by_slug = {}
+    for r in results:
+        for t in r.tasks:
+            by_slug[t.slug] = t
+    order = [t.slug for t in load_tasks().tasks]
+    tasks = [by_slug[s] for s in order if s in by_slug] + [t for s, t in by_slug.items() if s not in order]
+    return results[-1].model_copy(update={"tasks": tasks})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("results", type=Path, nargs="+")
+    ap.add_argument("--command", required=True, help="the command that produced the results, for the page")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--json", type=Path, help="also write the merged RunResult here")
+    args = ap.parse_args()
+    merged = merge([RunResult.model_validate(json.loads(p.read_text())) for p in args.results])
+    tree = load_tasks()
+    dtypes = {f"{t.slug}/{w.name}": t.compute_dtype(w.params) for t in tree.tasks for w in t.workloads()}
+    text = report.markdown(merged, args.command)
+    if args.title:
+        text = text.replace(text.splitlines()[0], f"# {args.title}", 1)
+    text += "\n" + suite_report.summary(merged, dtypes, expected_tasks=len(tree.tasks))
+    args.out.write_text(text, encoding="utf-8")
+    if args.json:
+        args.json.write_text(merged.model_dump_json(indent=1), encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

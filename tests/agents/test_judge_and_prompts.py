@@ -1,0 +1,73 @@
+"""The judge's strict-JSON contract and retries; guided and unguided prompts differ only in guidance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents import prompt
+from agents.judge import MAX_ATTEMPTS, PROMPT_VERSION, build_rubric, judge
+from agents.providers import ProviderConfig, make_provider
+from agents.tools import ToolBox
+from tasks.registry import get_task, load_tasks
+from tests.agents.fake_llm import FakeLLM, Reply
+
+SLUG = "fused-add-rmsnorm"
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+
+def _answer(ids: list[str], score: int) -> str:
+    return json.dumps({"items": [{"id": i, "score": score, "evidence": "seen in the kernel"} for i in ids],
+                       "summary": "fine"})
+
+
+def test_rubric_covers_every_guidance_level() -> None:
+    rubric = build_rubric(get_task(SLUG))
+    assert {it.level for it in rubric} == {"L1", "L2", "L3"}
+    assert len({it.id for it in rubric}) == len(rubric)
+
+
+def test_judge_retries_malformed_answers_then_scores_from_the_items() -> None:
+    task = get_task(SLUG)
+    ids = [it.id for it in build_rubric(task)]
+    script = [Reply(text="I think it is good."),  # not JSON
+              Reply(text=_answer(ids[:-1], 50)),  # an item missing
+              Reply(text="```json\n" + _answer(ids, 80) + "\n```")]
+    with FakeLLM(script) as llm:
+        provider = make_provider(ProviderConfig(provider="anthropic", model="judge-1", base_url=llm.url))
+        result = judge(provider, task, get_task(SLUG).expert_path.read_text(), "implementation")
+    assert result.attempts == 3 and result.score == 80 and set(result.levels) == {"L1", "L2", "L3"}
+    assert result.prompt_version == PROMPT_VERSION and result.judge_model == "judge-1"
+    assert len(result.raw_answers) == 3
+    # the validation error went back to the model
+    retry_prompt = llm.requests[2][1]["messages"][-1]["content"]
+    assert "missing" in retry_prompt and ids[-1] in retry_prompt
+
+
+def test_judge_gives_up_rather_than_inventing_a_score() -> None:
+    task = get_task(SLUG)
+    with FakeLLM([Reply(text="no")] * MAX_ATTEMPTS) as llm:
+        provider = make_provider(ProviderConfig(provider="anthropic", model="judge-1", base_url=llm.url))
+        with pytest.raises(ValueError, match="no valid answer"):
+            judge(provider, task, "a design", "design")
+
+
+@pytest.mark.parametrize("slug", [t.slug for t in load_tasks().tasks])
+@pytest.mark.parametrize("condition", ["L1", "L1+L2", "L1+L2+L3"])
+def test_guided_prompt_is_the_unguided_prompt_plus_the_guidance_block(slug: str, condition: str) -> None:
+    task = get_task(slug)
+    plain, guided = prompt.build(task, "none"), prompt.build(task, condition)
+    assert guided.system == plain.system
+    start, end = guided.user.index(prompt.GUIDANCE_START), guided.user.index(prompt.GUIDANCE_END)
+    block = guided.user[start:end + len(prompt.GUIDANCE_END) + 2]
+    assert guided.user.replace(block, "", 1) == plain.user
+    for level in prompt.GUIDANCE_LEVELS[condition]:
+        assert task.guidance[level].strip() in block
+    assert prompt.GUIDANCE_START not in plain.user
+    tools = [t.name for t in ToolBox(task, workdir=None, condition="none").specs()]  # type: ignore[arg-type]
+    assert tools == [t.name for t in ToolBox(task, workdir=None, condition=condition).specs()]  # type: ignore[arg-type]

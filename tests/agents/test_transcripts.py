@@ -1,0 +1,97 @@
+"""Transcript validation and the importers of other harnesses' logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents import importers, transcript
+from agents.transcript import Event, Footer, Header, Transcript, TranscriptError
+
+
+def _header(**kw) -> Header:
+    return Header(provider="openai", model="m", guidance="none", budget=kw.pop("budget", 10), task="silu-and-mul", **kw)
+
+
+def _valid() -> Transcript:
+    return Transcript(header=_header(), events=[
+        Event(turn=0, role="user", content="task"),
+        Event(turn=1, role="assistant", content="", tool_calls=[{"id": "c1", "name": "check", "arguments": "{}"}]),
+        Event(turn=1, role="tool", tool_call_id="c1", content="correct"),
+        Event(turn=2, role="assistant", content="done"),
+    ], footer=Footer(stop_reason="done", turns_used=2))
+
+
+def test_round_trip_and_schema() -> None:
+    t = transcript.parse(_valid().dumps())
+    assert t.turns_used == 2 and t.footer.stop_reason == "done"
+    schema = transcript.json_schema()
+    assert {"Header", "Event", "Footer"} <= set(schema["$defs"])
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda lines: lines[1:], "line 1: the first line must be the header"),
+    (lambda lines: lines[:-1], "no footer"),
+    (lambda lines: [*lines[:2], "{not json", *lines[2:]], "line 3: not JSON"),
+    (lambda lines: [lines[0], lines[4], *lines[1:4], lines[5]], "turn 0 after turn 2"),
+    (lambda lines: [*lines, lines[-1]], "nothing may follow the footer"),
+    (lambda lines: [lines[0].replace('"guidance":"none"', '"guidance":"L4"'), *lines[1:]], "line 1: guidance"),
+])
+def test_bad_transcripts_are_refused_with_the_line(mutate, message) -> None:
+    lines = _valid().dumps().splitlines()
+    with pytest.raises(TranscriptError, match=message):
+        transcript.parse("\n".join(mutate(lines)))
+
+
+def test_budget_and_footer_totals_are_enforced() -> None:
+    with pytest.raises(TranscriptError, match="budget is 1"):
+        transcript.parse(_valid().dumps(), budget=1)
+    bad = _valid().model_copy(update={"footer": Footer(stop_reason="done", turns_used=5)})
+    with pytest.raises(TranscriptError, match="footer says 5"):
+        transcript.parse(bad.dumps())
+    with pytest.raises(TranscriptError, match="not UTF-8"):
+        transcript.parse(b"\xff\xfe")
+
+
+CHAT = {"messages": [
+    {"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "check", "arguments": "{\"smoke\": true}"}}],
+     "usage": {"prompt_tokens": 10, "completion_tokens": 3}},
+    {"role": "tool", "tool_call_id": "call_1", "content": "correct"},
+    {"role": "assistant", "content": "done"}]}
+RESPONSES = {"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task"}]}],
+             "output": [
+                 {"type": "reasoning", "summary": []},
+                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "checking"}]},
+                 {"type": "function_call", "call_id": "fc_1", "name": "check", "arguments": "{}"},
+                 {"type": "function_call_output", "call_id": "fc_1", "output": "correct"},
+                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}]}
+ANTHROPIC = {"system": "sys", "messages": [
+    {"role": "user", "content": "task"},
+    {"role": "assistant", "content": [{"type": "text", "text": "checking"},
+                                      {"type": "tool_use", "id": "tu_1", "name": "check", "input": {"smoke": True}}],
+     "usage": {"input_tokens": 7, "output_tokens": 2}},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "correct"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "done"}]}]}
+
+
+@pytest.mark.parametrize(("fmt", "log"), [("openai-chat", CHAT), ("openai-responses", RESPONSES),
+                                          ("anthropic", ANTHROPIC)])
+def test_importers_map_turns_tool_calls_and_results(fmt: str, log: dict) -> None:
+    t = importers.import_log(json.dumps(log), fmt, _header())
+    assert t.turns_used == 2 and t.footer.stop_reason == "imported"
+    (call,) = [c for e in t.events if e.tool_calls for c in e.tool_calls]
+    (result,) = [e for e in t.events if e.role == "tool"]
+    assert call.name == "check" and result.tool_call_id == call.id and result.content == "correct"
+    assert t.events[-1].content == "done"
+
+
+def test_importers_refuse_what_they_do_not_understand() -> None:
+    with pytest.raises(importers.ImportErrorBadLog, match="not JSON"):
+        importers.import_log("{", "anthropic", _header())
+    with pytest.raises(importers.ImportErrorBadLog, match="unknown role 'robot'"):
+        importers.import_log(json.dumps({"messages": [{"role": "robot", "content": "x"}]}), "openai-chat", _header())
+    with pytest.raises(TranscriptError, match="budget is 1"):
+        importers.import_log(json.dumps(CHAT), "openai-chat", _header(budget=1))

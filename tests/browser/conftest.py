@@ -1,0 +1,3 @@
+"""The browser tests reuse the portal's fixtures (catalogue, private media, a real worker)."""
+
+from tests.portal.conftest import catalogue, media, portal_worker  # noqa: F401

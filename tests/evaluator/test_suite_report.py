@@ -1,0 +1,35 @@
+"""The results page's suite summary, on the committed H200 run of T15/T16."""
+
+from __future__ import annotations
+
+import json
+
+from evaluator import suite_report
+from evaluator.result import RunResult
+from tasks.registry import REPO_ROOT, load_tasks
+
+
+def _run() -> RunResult:
+    return RunResult.model_validate(json.loads((REPO_ROOT / "docs/results/h200-bench.json").read_text()))
+
+
+def _dtypes() -> dict[str, str]:
+    return {f"{t.slug}/{w.name}": t.compute_dtype(w.params) for t in load_tasks().tasks for w in t.workloads()}
+
+
+def test_summary_of_the_committed_run_meets_every_target() -> None:
+    text = suite_report.summary(_run(), _dtypes(), expected_tasks=2)
+    assert "2/2 tasks" in text and "Every workload meets every target." in text
+    assert all(v.bound == "memory" for v in suite_report.verdicts(_run(), _dtypes()))
+
+
+def test_a_slow_workload_is_listed_with_the_target_it_misses() -> None:
+    run = _run()
+    w = run.tasks[0].workloads[0]
+    slow = w.timings["candidate"].model_copy(update={"median_ms": w.timings["baseline"].median_ms * 2})
+    w.timings["candidate"] = slow
+    w.sol_fraction["candidate"] = 0.1
+    text = suite_report.summary(run, _dtypes(), expected_tasks=26)
+    assert "2/26 tasks" in text
+    assert f"| {run.tasks[0].slug} | {w.name} | memory | not faster than eager" in text
+    assert "10% of SOL, target 60% (memory-bound)" in text

@@ -1,0 +1,94 @@
+"""End to end with a real worker on real Redis and PostgreSQL: an expert kernel uploaded through
+the API goes received → validated → queued → running → evaluated, is judged by the engine in
+Triton's interpreter, survives a duplicate delivery, and is published by a moderator."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from portal.audit.models import AuditLog
+from portal.submissions.models import EvaluationAttempt, Submission, TaskResult, WorkerBeacon, WorkloadResult
+from portal.submissions.tasks import evaluate_submission_task
+from portal.teams.services import token_create
+from tests.portal.factories import expert_bundle, make_team, make_user
+
+pytestmark = [pytest.mark.integration, pytest.mark.interpreter, pytest.mark.timeout(600)]
+
+
+def status_of(pk: int) -> str:
+    return Submission.objects.values_list("status", flat=True).get(pk=pk)
+
+
+def test_upload_evaluate_moderate_publish(transactional_db, catalogue, media, portal_worker):
+    team, owner = make_team("Alpha")
+    moderator = make_user("mod", moderator=True)
+    client = APIClient(HTTP_HOST="localhost")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(team, name='ci', actor=owner).secret}")
+    worker = portal_worker()
+
+    response = client.post("/api/v1/submissions/", {"bundle": SimpleUploadedFile("b.zip", expert_bundle())},
+                           format="multipart", HTTP_IDEMPOTENCY_KEY="lifecycle-1")
+    assert response.status_code == 201, response.json()
+    pk = response.json()["id"]
+    # A duplicate delivery of the same (submission, attempt), as a broker redelivery would make.
+    evaluate_submission_task.apply_async(args=[pk, 1], queue="cpu.interpret")
+
+    worker.wait_for("the evaluation", lambda: status_of(pk) not in ("queued", "running"), timeout_s=300)
+    assert status_of(pk) == "evaluated", EvaluationAttempt.objects.get(submission_id=pk).reason
+    worker.wait_for("the duplicate delivery", lambda: worker.log().count("evaluate_submission_task") >= 4, 60)
+    assert "skipped: finished" in worker.log()
+
+    attempt = EvaluationAttempt.objects.get(submission_id=pk)
+    assert attempt.mode == "interpreter" and attempt.fingerprint["triton"] and attempt.claim == ""
+    assert attempt.progress.get("task_count") == 1
+    result = TaskResult.objects.get(attempt=attempt)
+    assert result.status == "correct" and result.task.slug == "silu-and-mul"
+    assert WorkloadResult.objects.filter(task_result=result, smoke=True, correct=True).count() == 3
+    assert TaskResult.objects.count() == 1 and WorkloadResult.objects.count() == 3
+    assert WorkerBeacon.objects.filter(hostname=worker.name).exists()
+
+    anon = APIClient(HTTP_HOST="localhost")
+    assert anon.get(f"/api/v1/submissions/{pk}/").status_code == 404  # not public before approval
+    mod = APIClient(HTTP_HOST="localhost")
+    mod.force_login(moderator)
+    assert [s["id"] for s in mod.get("/api/v1/moderation/queue/").json()] == [pk]
+    decided = mod.post(f"/api/v1/submissions/{pk}/decisions/", {"decision": "approve", "reason": "clean"},
+                       format="json")
+    assert decided.status_code == 200 and decided.json()["status"] == "published"
+
+    public = anon.get(f"/api/v1/submissions/{pk}/").json()
+    assert public["public"] and public["status"] == "published"
+    results = anon.get(f"/api/v1/submissions/{pk}/results/").json()
+    assert results[0]["status"] == "correct" and results[0]["score"]["correct"] is False  # untimed: not scored
+    assert anon.get(f"/api/v1/submissions/{pk}/logs/").status_code in (401, 403, 404)
+
+    trail = list(AuditLog.objects.filter(submission_id=pk, action="submission.transition")
+                 .values_list("from_status", "to_status", "actor_label"))
+    assert [(f, t) for f, t, _ in trail] == [("", "received"), ("received", "validated"), ("validated", "queued"),
+                                             ("queued", "running"), ("running", "evaluated"),
+                                             ("evaluated", "published")]
+    assert trail[3][2].startswith("system:worker") and trail[-1][2] == "mod"
+
+    evaluate_submission_task.apply_async(args=[pk, 1], queue="cpu.interpret")  # redelivered after the fact
+    worker.wait_for("the late duplicate", lambda: worker.log().count("skipped: finished") >= 2, 60)
+    assert status_of(pk) == "published" and TaskResult.objects.count() == 1 and WorkloadResult.objects.count() == 3
+
+
+def test_worker_effective_configuration_for_long_jobs(transactional_db, catalogue, media, portal_worker):
+    """The worker's own view of its configuration, asked over the broker."""
+    from portal.celery import app
+
+    worker = portal_worker()
+    replies = app.control.inspect(destination=[worker.name], timeout=10).conf(with_defaults=True)
+    assert replies and worker.name in replies, worker.log()
+    conf = replies[worker.name]
+    assert conf["task_acks_late"] is True and conf["task_reject_on_worker_lost"] is True
+    assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["task_soft_time_limit"] < conf["task_time_limit"]
+    assert conf["broker_transport_options"]["visibility_timeout"] > conf["task_time_limit"]
+    assert "reap-stale-runs" in conf["beat_schedule"]
+    registered = app.control.inspect(destination=[worker.name], timeout=10).registered()[worker.name]
+    assert "portal.submissions.tasks.evaluate_submission_task" in registered
+    assert "portal.submissions.tasks.reap_stale_runs_task" in registered

@@ -1,0 +1,265 @@
+"""PLANTED BUG (CI must reject this kernel): the routing weight is never applied to the expert outputs.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+# ----------------------------------------------------------------------------- expert sort
+@triton.jit
+def _count_kernel(ids_ptr, table_ptr, n, CHUNK: tl.constexpr, E_PAD: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * CHUNK + tl.arange(0, CHUNK)
+    m = offs < n
+    ids = tl.load(ids_ptr + offs, mask=m, other=0)
+    tl.store(table_ptr + pid * E_PAD + tl.arange(0, E_PAD), tl.histogram(ids, E_PAD, mask=m))
+
+
+@triton.jit
+def _scatter_kernel(
+    ids_ptr, table_ptr, cursor_ptr, sorted_ptr, eids_ptr, ntpp_ptr, n, max_len,
+    NUM_PROGS: tl.constexpr, MAX_BLOCKS: tl.constexpr, E: tl.constexpr, BS: tl.constexpr,
+    E_PAD: tl.constexpr, CHUNK: tl.constexpr, ROWS: tl.constexpr, BS_PAD: tl.constexpr,
+    FILL: tl.constexpr, EB: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    e_offs = tl.arange(0, E_PAD)
+    total = tl.zeros([E_PAD], dtype=tl.int32)
+    before = tl.zeros([E_PAD], dtype=tl.int32)
+    for r0 in range(0, NUM_PROGS, ROWS):
+        rows = r0 + tl.arange(0, ROWS)
+        tile = tl.load(table_ptr + rows[:, None] * E_PAD + e_offs[None, :], mask=rows[:, None] < NUM_PROGS, other=0)
+        total += tl.sum(tile, axis=0)
+        before += tl.sum(tl.where(rows[:, None] < pid, tile, 0), axis=0)
+    padded = (total + BS - 1) // BS * BS
+    seg_end = tl.cumsum(padded, axis=0)
+    seg_start = seg_end - padded
+    total_pad = tl.sum(padded, axis=0)
+    cur = cursor_ptr + pid * E_PAD
+    tl.store(cur + e_offs, seg_start + before)
+    tl.debug_barrier()
+    offs = pid * CHUNK + tl.arange(0, CHUNK)
+    m = offs < n
+    ids = tl.load(ids_ptr + offs, mask=m, other=0)
+    pos = tl.atomic_add(cur + ids, 1, mask=m, sem="relaxed")
+    tl.store(sorted_ptr + pos, offs, mask=m)
+    j = tl.arange(0, BS_PAD)
+    for e0 in range(0, E, NUM_PROGS):
+        e = e0 + pid
+        sel = (e_offs == e) & (e < E)
+        start = tl.sum(tl.where(sel, seg_start, 0), axis=0)
+        cnt = tl.sum(tl.where(sel, total, 0), axis=0)
+        pad = tl.sum(tl.where(sel, padded, 0), axis=0)
+        tl.store(sorted_ptr + start + cnt + j, n, mask=j < pad - cnt)
+    f = tl.arange(0, FILL)
+    for p0 in range(0, E * (BS - 1), NUM_PROGS * FILL):
+        p = total_pad + p0 + pid * FILL + f
+        tl.store(sorted_ptr + p, n, mask=p < max_len)
+    blk_end = seg_end // BS
+    b = tl.arange(0, EB)
+    for b0 in range(0, MAX_BLOCKS, NUM_PROGS * EB):
+        blk = b0 + pid * EB + b
+        owner = tl.sum((blk_end[None, :] <= blk[:, None]).to(tl.int32), axis=1)
+        tl.store(eids_ptr + blk, tl.minimum(owner, E - 1), mask=blk < MAX_BLOCKS)
+    if pid == 0:
+        tl.store(ntpp_ptr, total_pad)
+
+
+def _align(ids: torch.Tensor, bs: int, E: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    n = ids.numel()
+    max_len = n + E * (bs - 1)
+    max_blocks = triton.cdiv(max_len, bs)
+    dev = ids.device
+    sorted_ids = torch.empty(max_len, dtype=torch.int32, device=dev)
+    expert_ids = torch.empty(max_blocks, dtype=torch.int32, device=dev)
+    ntpp = torch.empty(1, dtype=torch.int32, device=dev)
+    chunk = min(4096, max(1024, triton.next_power_of_2(triton.cdiv(max(n, 1), 128))))
+    warps = 8 if chunk >= 2048 else 4
+    progs = max(1, triton.cdiv(n, chunk))
+    e_pad = triton.next_power_of_2(E)
+    scratch = torch.empty(2 * progs * e_pad, dtype=torch.int32, device=dev)
+    table, cursor = scratch[: progs * e_pad], scratch[progs * e_pad:]
+    _count_kernel[(progs,)](ids, table, n, CHUNK=chunk, E_PAD=e_pad, num_warps=warps)
+    _scatter_kernel[(progs,)](
+        ids, table, cursor, sorted_ids, expert_ids, ntpp, n, max_len,
+        NUM_PROGS=progs, MAX_BLOCKS=max_blocks, E=E, BS=bs, E_PAD=e_pad, CHUNK=chunk,
+        ROWS=max(1, min(32, 8192 // e_pad)), BS_PAD=triton.next_power_of_2(bs), FILL=1024,
+        EB=max(16, min(128, 8192 // e_pad)), num_warps=warps,
+    )
+    return sorted_ids, expert_ids, ntpp
+
+
+# ----------------------------------------------------------------------------- grouped GEMMs
+@triton.jit
+def _tile_ids(NUM_M: tl.constexpr, NUM_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program id to (row tile, column tile): GROUP_M row tiles share each column tile, so the
+    weight tile of an expert is fetched once from HBM and reused from L2."""
+    pid = tl.program_id(0)
+    per_group = GROUP_M * NUM_N
+    first_m = (pid // per_group) * GROUP_M
+    size_m = tl.minimum(NUM_M - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _gate_up_kernel(
+    x_ptr, w_ptr, inter_ptr, sorted_ptr, eids_ptr, ntpp_ptr,
+    n, stride_x, stride_we, stride_wn, stride_i,
+    INTER: tl.constexpr, H: tl.constexpr, TOPK: tl.constexpr, EM: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    NUM_M: tl.constexpr = (EM + BLOCK_M - 1) // BLOCK_M
+    NUM_N: tl.constexpr = (INTER + BLOCK_N - 1) // BLOCK_N
+    pid_m, pid_n = _tile_ids(NUM_M, NUM_N, GROUP_M)
+    if pid_m * BLOCK_M >= tl.load(ntpp_ptr):
+        return
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slot = tl.load(sorted_ptr + offs_m, mask=offs_m < EM, other=n)
+    live = slot < n
+    row = (slot // TOPK).to(tl.int64)
+    expert = tl.load(eids_ptr + pid_m).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < INTER
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = x_ptr + row[:, None] * stride_x + offs_k[None, :]
+    g_ptrs = w_ptr + expert * stride_we + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
+    u_ptrs = g_ptrs + INTER * stride_wn
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        if H % BLOCK_K == 0:
+            a = tl.load(a_ptrs, mask=live[:, None], other=0.0)
+            bg = tl.load(g_ptrs, mask=n_mask[None, :], other=0.0)
+            bu = tl.load(u_ptrs, mask=n_mask[None, :], other=0.0)
+        else:
+            k_mask = offs_k < H - k0
+            a = tl.load(a_ptrs, mask=live[:, None] & k_mask[None, :], other=0.0)
+            bg = tl.load(g_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+            bu = tl.load(u_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+        acc_g = tl.dot(a, bg, acc_g)
+        acc_u = tl.dot(a, bu, acc_u)
+        a_ptrs += BLOCK_K
+        g_ptrs += BLOCK_K
+        u_ptrs += BLOCK_K
+    act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+    out_ptrs = inter_ptr + offs_m[:, None].to(tl.int64) * stride_i + offs_n[None, :]
+    tl.store(out_ptrs, act.to(inter_ptr.dtype.element_ty), mask=(offs_m[:, None] < EM) & n_mask[None, :])
+
+
+@triton.jit
+def _down_kernel(
+    a_ptr, w_ptr, y_ptr, sorted_ptr, eids_ptr, ntpp_ptr, tw_ptr,
+    n, stride_a, stride_we, stride_wn, stride_y,
+    INTER: tl.constexpr, H: tl.constexpr, EM: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    NUM_M: tl.constexpr = (EM + BLOCK_M - 1) // BLOCK_M
+    NUM_N: tl.constexpr = (H + BLOCK_N - 1) // BLOCK_N
+    pid_m, pid_n = _tile_ids(NUM_M, NUM_N, GROUP_M)
+    if pid_m * BLOCK_M >= tl.load(ntpp_ptr):
+        return
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slot = tl.load(sorted_ptr + offs_m, mask=offs_m < EM, other=n)
+    live = slot < n
+    expert = tl.load(eids_ptr + pid_m).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < H
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_a + offs_k[None, :]
+    b_ptrs = w_ptr + expert * stride_we + offs_n[None, :].to(tl.int64) * stride_wn + offs_k[:, None]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, INTER, BLOCK_K):
+        if INTER % BLOCK_K == 0:
+            a = tl.load(a_ptrs, mask=live[:, None], other=0.0)
+            b = tl.load(b_ptrs, mask=n_mask[None, :], other=0.0)
+        else:
+            k_mask = offs_k < INTER - k0
+            a = tl.load(a_ptrs, mask=live[:, None] & k_mask[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=k_mask[:, None] & n_mask[None, :], other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K
+    weight = tl.load(tw_ptr + slot, mask=live, other=0.0)
+    acc = acc + 0.0 * weight[:, None]
+    y_ptrs = y_ptr + slot[:, None].to(tl.int64) * stride_y + offs_n[None, :]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & n_mask[None, :])
+
+
+@triton.jit
+def _sum_slots_kernel(y_ptr, out_ptr, H, TOPK: tl.constexpr, K_PAD: tl.constexpr, BLOCK_H: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    j = tl.arange(0, K_PAD)
+    mask = (j[:, None] < TOPK) & (cols[None, :] < H)
+    vals = tl.load(y_ptr + (t * TOPK + j[:, None]) * H + cols[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + t * H + cols, tl.sum(vals.to(tl.float32), axis=0).to(out_ptr.dtype.element_ty), mask=cols < H)
+
+
+# ----------------------------------------------------------------------------- launch table
+def _configs(rows_per_expert: float, H: int, inter_dim: int) -> tuple[dict, dict]:
+    """(GEMM1 config, GEMM2 config). BLOCK_M is also the padding of the expert sort.
+
+    Prefill with hundreds of rows per expert: 128-row tiles, both GEMMs compute-bound.
+    Tens of rows per expert (DeepSeek shard): 64-row tiles. Decode (a few rows per expert):
+    16-row tiles, narrow N tiles so every SM streams its own slice of the weights.
+    """
+    if rows_per_expert >= 256:
+        g1 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+        g2 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
+    elif rows_per_expert >= 32:
+        g1 = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=4, num_warps=4, num_stages=4)
+        g2 = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=4, num_warps=4, num_stages=4)
+    else:
+        g1 = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)
+        g2 = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)
+    small = min(H, inter_dim) < 128  # interpreter-sized smoke shapes
+    if small:
+        g1 = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=2)
+        g2 = dict(g1)
+    return g1, g2
+
+
+def fused_moe_mlp(
+    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor
+) -> torch.Tensor:
+    """x: [T, H]; w13: [E, 2I, H]; w2: [E, H, I]; topk_ids: [T, k] int32; topk_weights: [T, k] fp32."""
+    T, H = x.shape
+    E, two_i, _ = w13.shape
+    inter_dim = two_i // 2
+    k = topk_ids.shape[1]
+    n = T * k
+    x = x.contiguous()
+    w13 = w13.contiguous()
+    w2 = w2.contiguous()
+    ids = topk_ids.reshape(-1).to(torch.int32).contiguous()
+    tw = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    out = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    if n == 0:
+        return out.zero_()
+    g1, g2 = _configs(n / E, H, inter_dim)
+    bm = g1["BLOCK_M"]
+    sorted_ids, expert_ids, ntpp = _align(ids, bm, E)
+    em = sorted_ids.numel()
+    inter = torch.empty((em, inter_dim), dtype=x.dtype, device=x.device)
+    grid1 = (triton.cdiv(em, bm) * triton.cdiv(inter_dim, g1["BLOCK_N"]),)
+    _gate_up_kernel[grid1](
+        x, w13, inter, sorted_ids, expert_ids, ntpp, n,
+        x.stride(0), w13.stride(0), w13.stride(1), inter.stride(0),
+        INTER=inter_dim, H=H, TOPK=k, EM=em, **g1,
+    )
+    slot_out = torch.empty((n, H), dtype=x.dtype, device=x.device)
+    grid2 = (triton.cdiv(em, bm) * triton.cdiv(H, g2["BLOCK_N"]),)
+    _down_kernel[grid2](
+        inter, w2, slot_out, sorted_ids, expert_ids, ntpp, tw, n,
+        inter.stride(0), w2.stride(0), w2.stride(1), slot_out.stride(0),
+        INTER=inter_dim, H=H, EM=em, **g2,
+    )
+    block_h = min(1024, triton.next_power_of_2(H))
+    _sum_slots_kernel[(T, triton.cdiv(H, block_h))](
+        slot_out, out, H, TOPK=k, K_PAD=triton.next_power_of_2(k), BLOCK_H=block_h, num_warps=4,
+    )
+    return out

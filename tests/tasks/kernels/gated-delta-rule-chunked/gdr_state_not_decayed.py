@@ -1,0 +1,275 @@
+"""Planted bug for T24: the state carried from chunk to chunk misses the chunk's total decay.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+CHUNK = 64
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _chunk_of(slot, cu_ptr, NSEQ: tl.constexpr, C: tl.constexpr):
+    """(first token, length) of chunk ``slot``; length <= 0 for a surplus slot."""
+    t0 = 0
+    clen = 0
+    acc = 0
+    for s in tl.static_range(NSEQ):
+        a = tl.load(cu_ptr + s)
+        b = tl.load(cu_ptr + s + 1)
+        nc = tl.cdiv(b - a, C)
+        hit = (slot >= acc) & (slot < acc + nc)
+        t0 = tl.where(hit, a + (slot - acc) * C, t0)
+        clen = tl.where(hit, tl.minimum(b - (a + (slot - acc) * C), C), clen)
+        acc += nc
+    return t0, clen
+
+
+@triton.jit
+def _l2n(x):
+    return x * (1.0 / tl.sqrt(tl.sum(x * x, axis=1) + 1e-6))[:, None]
+
+
+@triton.jit
+def _rows(ptr, t0, r0, clen, stride_t, col0, cols, ncols, BR: tl.constexpr):
+    """Rows t0 + r0 .. + BR of a [tokens, ...] tensor at column offset col0, fp32, zero past clen."""
+    r = r0 + tl.arange(0, BR)
+    m = (r[:, None] < clen) & (cols[None, :] < ncols)
+    return tl.load(ptr + (t0 + r).to(tl.int64)[:, None] * stride_t + col0 + cols[None, :], mask=m, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _vec(ptr, t0, r0, clen, stride_t, col, BR: tl.constexpr):
+    r = r0 + tl.arange(0, BR)
+    return tl.load(ptr + (t0 + r).to(tl.int64) * stride_t + col, mask=r < clen, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _inv_unit_lower(A, BR: tl.constexpr):
+    """(I + A)⁻¹ for a strictly lower-triangular [BR, BR] fp32 A (BR <= 16).
+
+    A is nilpotent (A^16 = 0), so the Neumann series terminates and factors exactly:
+    (I + A)⁻¹ = (I - A)(I + A²)(I + A⁴)(I + A⁸): six small products instead of a BR-step
+    substitution. Products in full fp32 (the entries of A are bounded by 1 in magnitude).
+    """
+    r = tl.arange(0, BR)
+    eye = (r[:, None] == r[None, :]).to(tl.float32)
+    a2 = tl.dot(A, A, input_precision="ieee")
+    a4 = tl.dot(a2, a2, input_precision="ieee")
+    a8 = tl.dot(a4, a4, input_precision="ieee")
+    t = eye - A
+    t = t + tl.dot(t, a2, input_precision="ieee")
+    t = t + tl.dot(t, a4, input_precision="ieee")
+    t = t + tl.dot(t, a8, input_precision="ieee")
+    return t
+
+
+@triton.jit
+def _decayed(kk, b_i, g_i, g_j, DIAG: tl.constexpr, BR: tl.constexpr):
+    """β_i (k_i·k_j) e^{Γ_i - Γ_j}, strictly lower on a diagonal block (masked before the exp)."""
+    diff = g_i[:, None] - g_j[None, :]
+    if DIAG:
+        r = tl.arange(0, BR)
+        diff = tl.where(r[:, None] > r[None, :], diff, float("-inf"))
+    return b_i[:, None] * kk * tl.exp2(diff * LOG2E)
+
+
+@triton.jit
+def _store_rows(ptr, x, t0, r0, clen, stride_t, col0, cols, ncols, BR: tl.constexpr):
+    r = r0 + tl.arange(0, BR)
+    m = (r[:, None] < clen) & (cols[None, :] < ncols)
+    tl.store(ptr + (t0 + r).to(tl.int64)[:, None] * stride_t + col0 + cols[None, :], x.to(ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _gdr_wy_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, cu_ptr,
+    H, HV, K, V,
+    NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
+):
+    slot = tl.program_id(0)
+    h = tl.program_id(1)
+    t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
+    if clen > 0:  # surplus slots (from the upper bound on the chunk count) do nothing
+        dtype = k_ptr.dtype.element_ty
+        ks = tl.arange(0, BK)
+        vs = tl.arange(0, BV)
+        sk = H * K  # token stride of q and k
+        # Q·Kᵀ of the whole chunk, once per q/k head (decay-free; the scan applies decay and mask).
+        qn = _l2n(_rows(q_ptr, t0, 0, clen, sk, h * K, ks, K, C))
+        kn = _l2n(_rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, C))
+        qk = tl.dot(qn.to(dtype), tl.trans(kn.to(dtype)))
+        rc = tl.arange(0, C)
+        tl.store(qk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :], qk.to(qk_ptr.dtype.element_ty))
+        # K·Kᵀ in 16 x 16 blocks (lower blocks only), shared by the value heads.
+        k0 = _l2n(_rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, 16))
+        k1 = _l2n(_rows(k_ptr, t0, 16, clen, sk, h * K, ks, K, 16))
+        k2 = _l2n(_rows(k_ptr, t0, 32, clen, sk, h * K, ks, K, 16))
+        k3 = _l2n(_rows(k_ptr, t0, 48, clen, sk, h * K, ks, K, 16))
+        kk00 = tl.dot(k0, tl.trans(k0))
+        kk10 = tl.dot(k1, tl.trans(k0))
+        kk11 = tl.dot(k1, tl.trans(k1))
+        kk20 = tl.dot(k2, tl.trans(k0))
+        kk21 = tl.dot(k2, tl.trans(k1))
+        kk22 = tl.dot(k2, tl.trans(k2))
+        kk30 = tl.dot(k3, tl.trans(k0))
+        kk31 = tl.dot(k3, tl.trans(k1))
+        kk32 = tl.dot(k3, tl.trans(k2))
+        kk33 = tl.dot(k3, tl.trans(k3))
+        for rep in tl.static_range(REP):
+            hv = h * REP + rep
+            # Gate cumsum per 16-row block, continued across blocks.
+            g0 = tl.cumsum(_vec(g_ptr, t0, 0, clen, HV, hv, 16), axis=0)
+            g1 = tl.cumsum(_vec(g_ptr, t0, 16, clen, HV, hv, 16), axis=0) + tl.sum(tl.where(tl.arange(0, 16) == 15, g0, 0.0), axis=0)
+            g2 = tl.cumsum(_vec(g_ptr, t0, 32, clen, HV, hv, 16), axis=0) + tl.sum(tl.where(tl.arange(0, 16) == 15, g1, 0.0), axis=0)
+            g3 = tl.cumsum(_vec(g_ptr, t0, 48, clen, HV, hv, 16), axis=0) + tl.sum(tl.where(tl.arange(0, 16) == 15, g2, 0.0), axis=0)
+            r16 = tl.arange(0, 16)
+            tl.store(gam_ptr + (t0 + r16).to(tl.int64) * HV + hv, g0, mask=r16 < clen)
+            tl.store(gam_ptr + (t0 + 16 + r16).to(tl.int64) * HV + hv, g1, mask=16 + r16 < clen)
+            tl.store(gam_ptr + (t0 + 32 + r16).to(tl.int64) * HV + hv, g2, mask=32 + r16 < clen)
+            tl.store(gam_ptr + (t0 + 48 + r16).to(tl.int64) * HV + hv, g3, mask=48 + r16 < clen)
+            b0 = _vec(beta_ptr, t0, 0, clen, HV, hv, 16)
+            b1 = _vec(beta_ptr, t0, 16, clen, HV, hv, 16)
+            b2 = _vec(beta_ptr, t0, 32, clen, HV, hv, 16)
+            b3 = _vec(beta_ptr, t0, 48, clen, HV, hv, 16)
+            # T = (I + A)⁻¹: diagonal blocks inverted directly, the rest by block forward substitution.
+            t00 = _inv_unit_lower(_decayed(kk00, b0, g0, g0, True, 16), 16)
+            t11 = _inv_unit_lower(_decayed(kk11, b1, g1, g1, True, 16), 16)
+            t22 = _inv_unit_lower(_decayed(kk22, b2, g2, g2, True, 16), 16)
+            t33 = _inv_unit_lower(_decayed(kk33, b3, g3, g3, True, 16), 16)
+            a10 = _decayed(kk10, b1, g1, g0, False, 16)
+            a20 = _decayed(kk20, b2, g2, g0, False, 16)
+            a21 = _decayed(kk21, b2, g2, g1, False, 16)
+            a30 = _decayed(kk30, b3, g3, g0, False, 16)
+            a31 = _decayed(kk31, b3, g3, g1, False, 16)
+            a32 = _decayed(kk32, b3, g3, g2, False, 16)
+            t10 = -tl.dot(t11, tl.dot(a10, t00))
+            t21 = -tl.dot(t22, tl.dot(a21, t11))
+            t20 = -tl.dot(t22, tl.dot(a20, t00) + tl.dot(a21, t10))
+            t32 = -tl.dot(t33, tl.dot(a32, t22))
+            t31 = -tl.dot(t33, tl.dot(a31, t11) + tl.dot(a32, t21))
+            t30 = -tl.dot(t33, tl.dot(a30, t00) + tl.dot(a31, t10) + tl.dot(a32, t20))
+            # W = T (β e^Γ K), U = T (β V).
+            kb0 = (b0 * tl.exp2(g0 * LOG2E))[:, None] * k0
+            kb1 = (b1 * tl.exp2(g1 * LOG2E))[:, None] * k1
+            kb2 = (b2 * tl.exp2(g2 * LOG2E))[:, None] * k2
+            kb3 = (b3 * tl.exp2(g3 * LOG2E))[:, None] * k3
+            sw = HV * K
+            _store_rows(w_ptr, tl.dot(t00, kb0), t0, 0, clen, sw, hv * K, ks, K, 16)
+            _store_rows(w_ptr, tl.dot(t10, kb0) + tl.dot(t11, kb1), t0, 16, clen, sw, hv * K, ks, K, 16)
+            _store_rows(w_ptr, tl.dot(t20, kb0) + tl.dot(t21, kb1) + tl.dot(t22, kb2), t0, 32, clen, sw, hv * K, ks, K, 16)
+            _store_rows(w_ptr, tl.dot(t30, kb0) + tl.dot(t31, kb1) + tl.dot(t32, kb2) + tl.dot(t33, kb3), t0, 48, clen, sw, hv * K, ks, K, 16)
+            sv = HV * V
+            vb0 = b0[:, None] * _rows(v_ptr, t0, 0, clen, sv, hv * V, vs, V, 16)
+            vb1 = b1[:, None] * _rows(v_ptr, t0, 16, clen, sv, hv * V, vs, V, 16)
+            vb2 = b2[:, None] * _rows(v_ptr, t0, 32, clen, sv, hv * V, vs, V, 16)
+            vb3 = b3[:, None] * _rows(v_ptr, t0, 48, clen, sv, hv * V, vs, V, 16)
+            _store_rows(u_ptr, tl.dot(t00, vb0), t0, 0, clen, sv, hv * V, vs, V, 16)
+            _store_rows(u_ptr, tl.dot(t10, vb0) + tl.dot(t11, vb1), t0, 16, clen, sv, hv * V, vs, V, 16)
+            _store_rows(u_ptr, tl.dot(t20, vb0) + tl.dot(t21, vb1) + tl.dot(t22, vb2), t0, 32, clen, sv, hv * V, vs, V, 16)
+            _store_rows(u_ptr, tl.dot(t30, vb0) + tl.dot(t31, vb1) + tl.dot(t32, vb2) + tl.dot(t33, vb3), t0, 48, clen, sv, hv * V, vs, V, 16)
+
+
+@triton.jit
+def _gdr_scan_fwd_kernel(
+    q_ptr, k_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, init_ptr, o_ptr, final_ptr, cu_ptr,
+    H, HV, K, V, scale,
+    NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
+    HAS_INIT: tl.constexpr, HAS_FINAL: tl.constexpr,
+):
+    n = tl.program_id(0)
+    hv = tl.program_id(1)
+    vb = tl.program_id(2)
+    h = hv // REP
+    a = tl.load(cu_ptr + n)
+    e = tl.load(cu_ptr + n + 1)
+    base = 0
+    for s2 in tl.static_range(NSEQ):
+        n2 = tl.cdiv(tl.load(cu_ptr + s2 + 1) - tl.load(cu_ptr + s2), C)
+        base += tl.where(s2 < n, n2, 0)
+    nck = tl.cdiv(e - a, C)
+    ks = tl.arange(0, BK)
+    vs = vb * BV + tl.arange(0, BV)
+    km = ks < K
+    vm = vs < V
+    st_offs = ((n.to(tl.int64) * HV + hv) * K + ks[:, None]) * V + vs[None, :]
+    st_mask = km[:, None] & vm[None, :]
+    if HAS_INIT:  # noqa: SIM108 (a constexpr branch: no load at all without initial states)
+        S = tl.load(init_ptr + st_offs, mask=st_mask, other=0.0)
+    else:
+        S = tl.zeros((BK, BV), dtype=tl.float32)
+    dtype = k_ptr.dtype.element_ty
+    rc = tl.arange(0, C)
+    causal = rc[:, None] >= rc[None, :]
+    sk = H * K
+    c = 0
+    while c < nck:
+        t0 = a + c * C
+        clen = tl.minimum(e - t0, C)
+        slot = base + c
+        rm = rc < clen
+        tok = (t0 + rc).to(tl.int64)
+        gam = tl.load(gam_ptr + tok * HV + hv, mask=rm, other=0.0)
+        gam_end = tl.load(gam_ptr + (t0 + clen - 1).to(tl.int64) * HV + hv)
+        Sd = S.to(dtype)
+        w = tl.load(w_ptr + (tok[:, None] * HV + hv) * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0)
+        u = tl.load(u_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], mask=rm[:, None] & vm[None, :], other=0.0)
+        vnew = u.to(tl.float32) - tl.dot(w, Sd)
+        vnd = vnew.to(dtype)
+        qn = _l2n(tl.load(q_ptr + tok[:, None] * sk + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
+        acc = tl.dot((qn * (scale * tl.exp2(gam * LOG2E))[:, None]).to(dtype), Sd)
+        qk = tl.load(qk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :]).to(tl.float32)
+        live = causal & rm[:, None] & rm[None, :]
+        decay = tl.exp2(tl.where(live, gam[:, None] - gam[None, :], float("-inf")) * LOG2E)
+        acc = tl.dot((qk * decay * scale).to(dtype), vnd, acc)
+        tl.store(o_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], acc.to(o_ptr.dtype.element_ty), mask=rm[:, None] & vm[None, :])
+        kn = _l2n(tl.load(k_ptr + tok[:, None] * sk + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
+        kd = (kn * tl.where(rm, tl.exp2((gam_end - gam) * LOG2E), 0.0)[:, None]).to(dtype)
+        # BUG: the carried state is not decayed over the chunk
+        S = tl.dot(tl.trans(kd), vnd, S)
+        c += 1
+    if HAS_FINAL:
+        tl.store(final_ptr + st_offs, S, mask=st_mask)
+
+
+def gated_delta_rule_chunked(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    initial_state: torch.Tensor, cu_seqlens: torch.Tensor, scale: float, varlen: int, n_final: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q, k: [B, T, H, K]; v: [B, T, HV, V]; g fp32, beta: [B, T, HV]; initial_state: [NI, HV, K, V]
+    fp32; cu_seqlens: [N+1] int32 over the B*T tokens. Returns (o [B, T, HV, V], final_state
+    [n_final, HV, K, V] fp32)."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    NSEQ = cu_seqlens.numel() - 1
+    for t in (q, k, v, g, beta):
+        if not t.is_contiguous():
+            raise ValueError("contiguous inputs expected")
+    dev = q.device
+    tokens = B * T
+    n_slots = triton.cdiv(tokens, CHUNK) + NSEQ
+    bk = max(16, triton.next_power_of_2(K))
+    bv_full = max(16, triton.next_power_of_2(V))
+    qk = torch.empty(n_slots, H, CHUNK, CHUNK, dtype=q.dtype, device=dev)
+    gam = torch.empty(tokens, HV, dtype=torch.float32, device=dev)
+    w = torch.empty(tokens, HV, K, dtype=q.dtype, device=dev)
+    u = torch.empty(tokens, HV, V, dtype=q.dtype, device=dev)
+    _gdr_wy_fwd_kernel[(n_slots, H)](
+        q, k, v, g, beta, qk, gam, w, u, cu_seqlens, H, HV, K, V,
+        NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv_full, REP=HV // H, num_warps=4,
+    )
+    # V slices per program: enough (sequence, value head, slice) programs to fill 132 SMs twice.
+    bv = min(bv_full, 32)
+    while bv > 16 and NSEQ * HV * triton.cdiv(V, bv) < 264:
+        bv //= 2
+    o = torch.empty(B, T, HV, V, dtype=q.dtype, device=dev)
+    final = torch.empty(n_final, HV, K, V, dtype=torch.float32, device=dev)
+    _gdr_scan_fwd_kernel[(NSEQ, HV, triton.cdiv(V, bv))](
+        q, k, qk, gam, w, u, initial_state, o, final, cu_seqlens, H, HV, K, V, scale,
+        NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv, REP=HV // H,
+        HAS_INIT=initial_state.shape[0] > 0, HAS_FINAL=n_final > 0, num_warps=4,
+    )
+    return o, final
