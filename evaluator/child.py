@@ -128,7 +128,7 @@ def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: 
     return WorkerProcess(cfg, new_arena(size, device))
 
 
-def judge_task(job: Job, reporter: Reporter) -> TaskResult:
+def judge_task(job: Job, reporter: Reporter, started: float | None = None) -> TaskResult:
     import torch
 
     from evaluator.judge import Judge, TimingConfig
@@ -154,7 +154,7 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
     profile = detect(torch.cuda.get_device_name(device) if device.type == "cuda" else None)
     cfg.flush_bytes = profile.l2_flush_bytes
     workloads = [w for w in task.workloads(job.smoke) if not job.workloads or w.name in job.workloads]
-    deadline = time.monotonic() + job.timeout_s
+    deadline = (started if started is not None else time.monotonic()) + job.timeout_s
     flush = cfg.flush_bytes if device.type == "cuda" else 0
     if timing and device.type == "cuda":
         # Up to three workers hold an arena each; keep them all within half the free memory.
@@ -303,6 +303,7 @@ def main() -> int:
 
     job = Job.model_validate_json(sys.stdin.read())
     become_subreaper()
+    started_monotonic = time.monotonic()
     stream = os.fdopen(job.result_fd, "w", buffering=1)
     reporter = Reporter(stream)
     started = time.perf_counter()
@@ -311,7 +312,7 @@ def main() -> int:
     device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
     fp = fingerprint(device)
     try:
-        result = judge_task(job, reporter)
+        result = judge_task(job, reporter, started_monotonic)
     except errors.SubmissionError as exc:
         result = TaskResult(slug=job.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000])
     except Exception as exc:  # noqa: BLE001 - whatever broke, the parent gets a reason

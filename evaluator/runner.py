@@ -80,7 +80,8 @@ def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
         "smoke": opts.smoke, "interpret": interpret, "seeds": seeds, "compare": opts.compare,
         "result_fd": write_fd, "timing": opts.timing, "workloads": opts.workloads,
         "sandboxed": sandboxed, "sandbox_note": note, "cpu_timing": opts.cpu_timing,
-        "timeout_s": max(1.0, opts.timeout_s - 5.0),
+        # The judge gives up first, with a precise reason, and still has time to clean up.
+        "timeout_s": max(1.0, opts.timeout_s - max(8.0, 0.05 * opts.timeout_s)),
     }
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -160,7 +160,7 @@ class WorkerProcess:
                 self.sock.sendall(b'{"op": "quit"}\n')
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=2)
             self._kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
