@@ -199,8 +199,10 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None) -> Ta
                                 + ", ".join(compute)))
     failed = next((t for w in results for t in w.trials if not t.passed), None)
     forbidden = failed is not None and failed.rule == "forbidden-op"
+    # A missing sandbox is a fact about the run, not about the kernel: it is shown, not judged.
+    about_kernel = [f for f in findings if f.kind != "sandbox"]
     verdict = "rejected-cheat" if forbidden else (
-        "suspicious" if findings or any(w.findings for w in results) else "clean")
+        "suspicious" if about_kernel or any(w.findings for w in results) else "clean")
     code = "" if all_ok else (errors.USER_FORBIDDEN if forbidden else _RULE_CODES.get(failed.rule if failed else "",
                                                                                      errors.USER_WRONG_ANSWER))
     return TaskResult(

@@ -122,9 +122,10 @@ def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), 
         elif isinstance(node, ast.Attribute) and _dotted(node) == "sys.modules":
             add("harness", f"reads sys.modules: {HARNESS_NAMES['sys.modules']}", node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            for needle in ("references", "evaluator", "_d2k_"):
+            for needle, what in (("references/", "references"), ("/references", "references"),
+                                 ("evaluator.", "evaluator"), ("_d2k_", "_d2k_")):
                 if needle in node.value:
-                    add("harness", f"the string {node.value[:60]!r} {HARNESS_NAMES[needle]}", node)
+                    add("harness", f"the string {node.value[:60]!r} {HARNESS_NAMES[what]}", node)
                     break
         elif isinstance(node, ast.Name) and node.id == "evaluator":
             add("harness", "uses the name evaluator: reaches into the judging engine", node)
