@@ -11,13 +11,20 @@ not past the PID namespace, which ends with the task.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Executables a worker may start: Triton's assembler and the C toolchain it builds its launcher with.
-ALLOWED_EXE_NAMES = frozenset({"ptxas", "ptxas-blackwell", "cc", "gcc", "cc1", "as", "ld", "ld.bfd", "collect2",
-                               "clang", "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-gcc", "cuobjdump",
-                               "nvdisasm", "ldconfig", "ldconfig.real"})
+#: Executables a worker may start: Triton's assembler and the C toolchain it builds its launcher
+#: with, under their distribution names (``x86_64-linux-gnu-gcc-13``, ``ld.bfd``, ...).
+ALLOWED_EXE = re.compile(
+    r"^(ptxas(-\w+)?|ldconfig(\.real)?|cc1|cc1plus|collect2|lto-wrapper|cuobjdump|nvdisasm|clang(-\d+)?"
+    r"|((x86_64|aarch64)-linux-gnu-)?(gcc|g\+\+|cc|c\+\+|as|ld|ld\.bfd|ld\.gold)(-\d+)?)$")
+
+
+def allowed(exe: str) -> bool:
+    """A compiler by name, and not one the kernel could have dropped in its working directory."""
+    return bool(ALLOWED_EXE.match(Path(exe).name)) and not exe.startswith(("/sandbox/", "/dev/shm/"))
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,7 @@ def spawned(procs: list[Proc]) -> list[Proc]:
     out = []
     for p in procs:
         name = Path(p.exe).name
-        if name == "bwrap" or name in ALLOWED_EXE_NAMES:
+        if name == "bwrap" or allowed(p.exe):
             continue
         if "evaluator.worker" in p.cmdline and name.startswith("python"):
             parent_is_worker = any(q.pid == p.ppid and "evaluator.worker" in q.cmdline
