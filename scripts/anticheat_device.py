@@ -1,14 +1,14 @@
 """The anti-cheat run on a GPU: the cheat corpus, every expert kernel, and the protections' cost.
 
-Writes ``anti-cheat.md`` (for docs/results/anti-cheat.md) and ``anti-cheat.json`` into ``--out``.
+Writes ``anti-cheat-<part>.md`` (for docs/results/anti-cheat.md) and ``.json`` into ``--out``.
 Run it through scripts/device_anticheat.sh on the device machine; it only uses the engine's
 public API (``evaluator.runner.run``), so what it measures is what the portal gets.
 
 1. The sandbox: whether bubblewrap works there, and with which namespaces.
 2. The cheat corpus (tests/evaluator/cheats/), each file benched on one workload of
    silu-and-mul: every one must fail, with the code this script expects on a GPU.
-3. The expert kernel of every task: ``bench --compare expert`` on every workload with a short
-   timing budget; each must be correct, clean, and unflagged.
+3. The expert kernel of every task as the candidate: ``check`` on every workload, then ``bench``
+   on its first workload with a short timing budget; each must be correct and clean.
 4. The overhead: one task (silu-and-mul, expert as the candidate) judged with every protection,
    without bubblewrap, and without bubblewrap, fresh inputs, checked timed calls and the judge's
    flush; wall time of the whole task and the medians, so a change in the numbers shows too.
@@ -82,18 +82,26 @@ def cheat_row(name: str, workload: str) -> dict:
             "wall_s": round(wall, 1)}
 
 
-def expert_rows() -> list[dict]:
-    rows = []
-    for t in load_tasks().tasks:
-        task, wall = judge(t.expert_path, t.slug, "bench", [], compare=["expert"], timing=FAST, timeout_s=540)
+def expert_rows(command: str, jobs: int) -> list[dict]:
+    """Every task's expert kernel as the candidate: ``check`` on every workload (several tasks at
+    once: correctness does not time anything), or ``bench`` on the first workload (one at a time)."""
+
+    def one(t) -> dict:  # noqa: ANN001
+        workloads = [] if command == "check" else [t.workloads()[0].name]
+        task, wall = judge(t.expert_path, t.slug, command, workloads, timing=FAST, timeout_s=540)
         flagged = [f for w in task.workloads for f in w.findings] + [f.message for f in task.findings]
-        rows.append({"task": t.slug, "status": task.status, "verdict": task.verdict, "code": task.error_code,
-                     "reason": task.reason[:300], "findings": flagged[:5], "wall_s": round(wall, 1),
-                     "ok": task.status == "correct" and task.verdict == "clean",
-                     "speedup": {w.name: round(w.speedup.get("candidate", 0.0), 3) for w in task.workloads},
-                     "host_over_device": {w.name: round(w.timings["candidate"].host_over_device, 3)
-                                          for w in task.workloads if "candidate" in w.timings}})
-    return rows
+        return {"task": t.slug, "command": command, "status": task.status, "verdict": task.verdict,
+                "code": task.error_code, "reason": task.reason[:300], "findings": flagged[:5],
+                "wall_s": round(wall, 1), "ok": task.status == "correct" and task.verdict == "clean",
+                "speedup": {w.name: round(w.speedup.get("candidate", 0.0), 3) for w in task.workloads if w.speedup},
+                "host_over_device": {w.name: round(w.timings["candidate"].host_over_device, 3)
+                                     for w in task.workloads if "candidate" in w.timings}}
+
+    tasks = load_tasks().tasks
+    if command == "check":
+        with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(one, tasks))
+    return [one(t) for t in tasks]
 
 
 def overhead_rows(workload: str, repeats: int) -> list[dict]:
@@ -126,22 +134,31 @@ def overhead_rows(workload: str, repeats: int) -> list[dict]:
 
 def markdown(report: dict) -> str:
     lines = ["# Anti-cheat run on the GPU", "",
-             f"Command: `bash scripts/device_anticheat.sh` ({report['when']}, {report['gpu']}).", "",
-             f"Sandbox: {report['sandbox']}", "", "## Cheat corpus (tests/evaluator/cheats/)", "",
-             "| cheat | command | caught | code | verdict | reason | wall s |", "|---|---|---|---|---|---|---|"]
-    for r in report["cheats"]:
+             f"Command: `bash scripts/device_anticheat.sh --part {report['part']}` ({report['when']}, {report['gpu']}).",
+             "",
+             f"Sandbox: {report['sandbox']}"]
+    if report.get("cheats"):
+        lines += ["", "## Cheat corpus (tests/evaluator/cheats/)", "",
+                  "| cheat | command | caught | code | verdict | reason | wall s |", "|---|---|---|---|---|---|---|"]
+    for r in report.get("cheats", []):
         lines.append(f"| {r['cheat']} | {r['command']} | {'yes' if r['caught'] else '**NO**'} | {r['code']} | "
                      f"{r['verdict']} | {r['reason'][:160].replace('|', '/')} | {r['wall_s']} |")
-    lines += ["", "## Expert kernels (bench --compare expert, short budget)", "",
-              "| task | status | verdict | speedup per workload | host/device | findings | wall s |",
-              "|---|---|---|---|---|---|---|"]
-    for r in report["experts"]:
-        lines.append(f"| {r['task']} | {r['status']} | {r['verdict']} | {r['speedup']} | {r['host_over_device']} | "
-                     f"{'; '.join(r['findings'])[:200] or '-'} | {r['wall_s']} |")
-    lines += ["", f"## Overhead: one task ({TASK}, expert as candidate, workload {report['overhead_workload']})", "",
-              "| setting | status | task wall s | baseline median ms | candidate median ms | checked calls |",
-              "|---|---|---|---|---|---|"]
-    for r in report["overhead"]:
+    for part, title in (("experts_check", "Expert kernels: check, every workload"),
+                        ("experts_bench", "Expert kernels: bench, first workload, short budget")):
+        if not report.get(part):
+            continue
+        lines += ["", f"## {title}", "",
+                  "| task | status | verdict | speedup | host/device | findings / reason | wall s |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in report[part]:
+            note = "; ".join(r["findings"])[:200] or r["reason"][:200] or "-"
+            lines.append(f"| {r['task']} | {r['status']} | {r['verdict']} | {r['speedup'] or '-'} | "
+                         f"{r['host_over_device'] or '-'} | {note.replace('|', '/')} | {r['wall_s']} |")
+    if report.get("overhead"):
+        lines += ["", f"## Overhead: one task ({TASK}, expert as candidate, workload {report['overhead_workload']})",
+                  "", "| setting | status | task wall s | baseline median ms | candidate median ms | checked calls |",
+                  "|---|---|---|---|---|---|"]
+    for r in report.get("overhead", []):
         lines.append(f"| {r['setting']} | {r['status']} | {r['wall_s']} | {r['baseline_ms']} | {r['candidate_ms']} | "
                      f"{r['checked_calls']} |")
     return "\n".join(lines) + "\n"
@@ -153,32 +170,45 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=4, help="correctness-only cheats judged at once")
     parser.add_argument("--workload", default="W3", help="the silu-and-mul workload the cheats run on")
     parser.add_argument("--repeats", type=int, default=2, help="rounds of the overhead comparison")
-    parser.add_argument("--skip-experts", action="store_true")
+    parser.add_argument("--part", choices=("cheats", "experts", "all"), default="all",
+                        help="cheats: the corpus and the overhead; experts: every expert kernel (check on every "
+                             "workload, bench on the first); all: both (longer than one device call allows "
+                             "once there are many tasks)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
     ok, why = sandbox.probe()
-    report: dict = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    report: dict = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "part": args.part,
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU",
                     "sandbox": (f"bubblewrap works, namespaces {','.join(sandbox.namespaces())}" if ok
                                 else f"bubblewrap UNUSABLE: {why}"),
                     "overhead_workload": args.workload}
     print(report["sandbox"], flush=True)
     t0 = time.perf_counter()
-    untimed = [n for n in EXPECTED if n not in TIMING_CHEATS]
-    with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(lambda n: cheat_row(n, args.workload), untimed))
-    rows += [cheat_row(n, args.workload) for n in sorted(TIMING_CHEATS)]
-    report["cheats"] = sorted(rows, key=lambda r: r["cheat"])
-    print(f"cheats: {sum(r['caught'] for r in rows)}/{len(rows)} caught in {time.perf_counter() - t0:.0f} s", flush=True)
-    report["experts"] = [] if args.skip_experts else expert_rows()
-    print(f"experts: {sum(r['ok'] for r in report['experts'])}/{len(report['experts'])} clean", flush=True)
-    report["overhead"] = overhead_rows(args.workload, args.repeats)
-    (args.out / "anti-cheat.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "anti-cheat.md").write_text(markdown(report))
+    if args.part in ("cheats", "all"):
+        untimed = [n for n in EXPECTED if n not in TIMING_CHEATS]
+        with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rows = list(pool.map(lambda n: cheat_row(n, args.workload), untimed))
+        rows += [cheat_row(n, args.workload) for n in sorted(TIMING_CHEATS)]
+        report["cheats"] = sorted(rows, key=lambda r: r["cheat"])
+        print(f"cheats: {sum(r['caught'] for r in rows)}/{len(rows)} caught ({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+        report["overhead"] = overhead_rows(args.workload, args.repeats)
+    if args.part in ("experts", "all"):
+        report["experts_check"] = expert_rows("check", args.jobs)
+        print(f"experts (check): {sum(r['ok'] for r in report['experts_check'])}/{len(report['experts_check'])} "
+              f"clean ({time.perf_counter() - t0:.0f} s)", flush=True)
+        report["experts_bench"] = expert_rows("bench", 1)
+        print(f"experts (bench): {sum(r['ok'] for r in report['experts_bench'])}/{len(report['experts_bench'])} "
+              f"clean ({time.perf_counter() - t0:.0f} s)", flush=True)
+    stem = f"anti-cheat-{args.part}"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / f"{stem}.md").write_text(markdown(report))
     print(markdown(report))
-    failed = [r["cheat"] for r in report["cheats"] if not r["caught"]] + [r["task"] for r in report["experts"] if not r["ok"]]
+    failed = [r["cheat"] for r in report.get("cheats", []) if not r["caught"]]
+    failed += [r["task"] for part in ("experts_check", "experts_bench") for r in report.get(part, []) if not r["ok"]]
+    print("NOT CAUGHT / NOT CLEAN: " + (", ".join(failed) or "none"), flush=True)
     return 1 if failed else 0
 
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One device call: the cheat corpus, every task's expert kernel and the cost of the protections,
 # on the GPU (scripts/anticheat_device.py says what each part does). Results land in $OUT:
-# anti-cheat.md (copy it to docs/results/anti-cheat.md) and anti-cheat.json.
+# anti-cheat-<part>.md (together they make docs/results/anti-cheat.md) and anti-cheat-<part>.json.
+# Two calls fit the 10-minute limit: --part cheats (the corpus and the overhead), then --part experts.
 # Run through the device tool from the repository root, carrying the wheels in .whl (as for
 # scripts/device_bench.sh) and, where the device image has no bubblewrap, the unpacked Debian
 # package in .bwrap (here: `apt-get download bubblewrap && dpkg -x bubblewrap_*.deb .bwrap`):
-#   bash scripts/device_anticheat.sh [--jobs N] [--skip-experts] [--workload W3] [--repeats 2]
+#   bash scripts/device_anticheat.sh --part cheats|experts [--jobs N] [--workload W3] [--repeats 2]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 if compgen -G ".whl/*.whl" >/dev/null; then
