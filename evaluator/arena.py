@@ -18,15 +18,14 @@ from __future__ import annotations
 import ctypes
 import math
 import mmap
-import os
 from typing import Any
 
 import torch
 
 from evaluator.inputs import TORCH_DTYPES
 from evaluator.protocol import TensorRef
+from evaluator.shm import ALIGN, host_memfd, round_size
 
-ALIGN = 256
 _DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
 
@@ -93,20 +92,13 @@ def _contiguous_strides(shape: tuple[int, ...] | torch.Size) -> list[int]:
     return list(reversed(strides))
 
 
-def round_size(nbytes: int) -> int:
-    """Arena sizes are whole 2 MiB pages (the CUDA granularity; harmless on the CPU)."""
-    page = 2 << 20
-    return max(page, math.ceil(nbytes / page) * page)
-
-
 # --- CPU: memfd ------------------------------------------------------------------------
 def host_arena(size: int) -> Arena:
-    fd = os.memfd_create("d2k-arena", 0)
-    os.ftruncate(fd, size)
-    return _map_host(fd, size)
+    return map_host(host_memfd(size), size)
 
 
-def _map_host(fd: int, size: int) -> Arena:
+def map_host(fd: int, size: int) -> Arena:
+    """Map the memfd ``fd`` (both sides use this on the CPU)."""
     mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     base = torch.frombuffer(mm, dtype=torch.uint8)
     return Arena(base, fd, size, keep=mm)
@@ -190,7 +182,7 @@ def device_arena(size: int, device: torch.device) -> Arena:
 def open_arena(fd: int, size: int, device: torch.device) -> Arena:
     """Worker side: map the arena the judge handed over as descriptor ``fd``."""
     if device.type == "cpu":
-        return _map_host(fd, size)
+        return map_host(fd, size)
     torch.zeros(1, device=device)
     lib = _driver()
     handle = ctypes.c_uint64()

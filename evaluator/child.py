@@ -106,7 +106,7 @@ class Reporter:
 
 def _arena_bytes(task: Any, workloads: list[Any], sets: int) -> int:
     """Room for ``sets`` copies of the largest workload's inputs and outputs, plus alignment."""
-    from evaluator.arena import ALIGN
+    from evaluator.shm import ALIGN
 
     need = 0
     for w in workloads:
@@ -116,23 +116,55 @@ def _arena_bytes(task: Any, workloads: list[Any], sets: int) -> int:
 
 
 def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: Any, size: int,
-            deadline: float, untrusted: bool, flush_bytes: int) -> Any:
-    from evaluator.arena import new_arena
+            deadline: float, untrusted: bool, flush_bytes: int, arena: Any = None) -> Any:
     from evaluator.protocol import OutputSpec
     from evaluator.workerproc import WorkerConfig, WorkerProcess
 
-    cfg = WorkerConfig(label=label, providers=providers, device=device.type, interpret=job.interpret,
+    if arena is None:
+        from evaluator.arena import new_arena
+
+        arena = new_arena(size, device)
+    cfg = WorkerConfig(label=label, providers=providers, device=device if isinstance(device, str) else device.type,
+                       interpret=job.interpret,
                        sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes, deadline=deadline,
                        outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
                        inputs=[a.name for a in task.spec.inputs])
-    return WorkerProcess(cfg, new_arena(size, device))
+    return WorkerProcess(cfg, arena)
 
 
-def judge_task(job: Job, reporter: Reporter, started: float | None = None) -> TaskResult:
+def _candidate_providers(job: Job, task: Any, timing: bool) -> dict[str, Any]:
+    from evaluator.protocol import ProviderSpec
+
+    entry = task.spec.entry_point
+    cand = {"candidate": ProviderSpec(path=job.candidate, entry=entry)}
+    if timing and "self" in job.compare:
+        cand["candidate-again"] = ProviderSpec(path=job.candidate, entry=entry)
+    return cand
+
+
+def launch_early(job: Job, started: float) -> Any:
+    """On the CPU, start the candidate's worker before this process imports torch, so that the
+    two imports overlap. Returns the launched worker, or None (on a GPU the arena needs CUDA)."""
+    if not job.interpret:
+        return None
+    from evaluator.shm import ArenaHandle, host_memfd, round_size
+    from tasks.registry import get_task
+
+    task = get_task(job.slug, Path(job.root))
+    timing = job.command == "bench" and job.cpu_timing
+    sets = int(job.timing.get("sets", 2)) if timing else 1  # type: ignore[arg-type]
+    workloads = [w for w in task.workloads(job.smoke) if not job.workloads or w.name in job.workloads]
+    size = round_size(_arena_bytes(task, workloads, sets))
+    worker = _worker("candidate", _candidate_providers(job, task, timing), task, job, "cpu", size,
+                     started + job.timeout_s, True, 0, arena=ArenaHandle(host_memfd(size), size))
+    worker.launch()
+    return worker
+
+
+def judge_task(job: Job, reporter: Reporter, started: float | None = None, early: Any = None) -> TaskResult:
     import torch
 
     from evaluator.judge import Judge, TimingConfig
-    from evaluator.protocol import ProviderSpec
     from evaluator.static_scan import scan_file
     from evaluator.workerproc import WorkerFailure
     from tasks.registry import get_task
@@ -162,14 +194,20 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None) -> Ta
         if _arena_bytes(task, workloads, cfg.sets) * 3 > free // 2:
             cfg.sets = 1
     size = _arena_bytes(task, workloads, cfg.sets if timing else 1)
-    entry = task.spec.entry_point
-    cand = {"candidate": ProviderSpec(path=job.candidate, entry=entry)}
-    if timing and "self" in job.compare:
-        cand["candidate-again"] = ProviderSpec(path=job.candidate, entry=entry)
-    workers = [_worker("candidate", cand, task, job, device, size, deadline, True, flush)]
+    if early is not None:
+        from evaluator.arena import map_host
+
+        early.arena = map_host(early.arena.fd, early.arena.size)
+        workers = [early]
+    else:
+        workers = [_worker("candidate", _candidate_providers(job, task, timing), task, job, device, size, deadline,
+                           True, flush)]
     try:
         try:
-            workers[0].start()
+            if early is not None:
+                early.wait_ready()
+            else:
+                workers[0].start()
         except WorkerFailure as exc:
             return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=str(exc)[:4000],
                               findings=findings, **_tails(workers))
@@ -306,6 +344,10 @@ def main() -> int:
     job = Job.model_validate_json(sys.stdin.read())
     become_subreaper()
     started_monotonic = time.monotonic()
+    try:
+        early = launch_early(job, started_monotonic)
+    except Exception:  # noqa: BLE001 - the normal start below reports whatever is wrong
+        early = None
     stream = os.fdopen(job.result_fd, "w", buffering=1)
     reporter = Reporter(stream)
     started = time.perf_counter()
@@ -314,7 +356,7 @@ def main() -> int:
     device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
     fp = fingerprint(device)
     try:
-        result = judge_task(job, reporter, started_monotonic)
+        result = judge_task(job, reporter, started_monotonic, early)
     except errors.SubmissionError as exc:
         result = TaskResult(slug=job.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000])
     except Exception as exc:  # noqa: BLE001 - whatever broke, the parent gets a reason

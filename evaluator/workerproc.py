@@ -22,14 +22,18 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter, ValidationError
 
 from evaluator import errors, procwatch, sandbox
-from evaluator.arena import Arena
 from evaluator.protocol import LINE_CAP, Call, Done, LoadError, OutputSpec, ProviderSpec, Ready, Reply, Setup
 from evaluator.tails import TailBuffer, drain
 from tasks.registry import REPO_ROOT
+
+if TYPE_CHECKING:
+    from evaluator.arena import Arena
+    from evaluator.shm import ArenaHandle
 
 OUTPUT_CAP = 64 * 1024  # bytes of a worker's stdout/stderr kept (the tail)
 OUTPUT_LIMIT = 4 * 2**20  # bytes a worker may write to stdout or stderr before it is stopped
@@ -59,9 +63,9 @@ class WorkerConfig:
 
 
 class WorkerProcess:
-    def __init__(self, cfg: WorkerConfig, arena: Arena):
+    def __init__(self, cfg: WorkerConfig, arena: Arena | ArenaHandle):
         self.cfg = cfg
-        self.arena = arena
+        self.arena: Arena = arena  # type: ignore[assignment]  # an ArenaHandle until the judge maps it
         self.seq = 0
         self.violation: tuple[str, str] | None = None  # (code, reason) found by the watcher
         self.out = TailBuffer(OUTPUT_CAP)
@@ -79,6 +83,11 @@ class WorkerProcess:
         Raises :class:`WorkerFailure` with ``eval:user:import`` or ``eval:user:entry-point``
         when a provider does not load, and the usual death codes when the worker dies.
         """
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the worker process and send it its set-up; does not wait for it (no torch needed)."""
         ours, theirs = socket.socketpair()
         self.sock = ours
         workdir = Path(self._workdir.name)
@@ -126,6 +135,9 @@ class WorkerProcess:
                       providers=providers, outputs=self.cfg.outputs, inputs=self.cfg.inputs,
                       flush_bytes=self.cfg.flush_bytes, record_ops=self.cfg.record_ops)
         self._send(setup.model_dump_json())
+
+    def wait_ready(self) -> list[str]:
+        """Wait until the worker has imported its providers (see :meth:`start`)."""
         reply = self._receive("loading its kernel")
         if isinstance(reply, LoadError):
             code = errors.USER_IMPORT if reply.kind == "import" else errors.USER_ENTRY_POINT
