@@ -42,6 +42,8 @@ def _read(pid: int) -> Proc | None:
         stat = (base / "stat").read_text()
         # The command name may hold spaces and parentheses: split after the last ')'.
         fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X"):
+            return None  # exiting or a zombie: no longer running anything
         ppid, rss_pages = int(fields[1]), int(fields[21])
         try:
             exe = os.readlink(base / "exe")
@@ -79,6 +81,8 @@ def spawned(procs: list[Proc]) -> list[Proc]:
     pids = {p.pid for p in procs}
     out = []
     for p in procs:
+        if not p.exe and not p.cmdline:
+            continue  # a process in the middle of exiting: its exe and arguments are gone
         name = Path(p.exe).name
         if name == "bwrap" or allowed(p.exe):
             continue
