@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from agents import importers, transcript
+from agents.bundle import RunManifest, build_bundle, idempotency_key, write_manifest
 from agents.loop import RunSpec, run_agent
 from agents.prompt import GUIDANCE_LEVELS
 from agents.providers import ProviderConfig, ProviderError, make_provider
@@ -55,14 +56,32 @@ def cmd_run(args: argparse.Namespace) -> int:
               + (f"; {f.message}" if f.message else ""))
         if f.stop_reason == "provider-error":
             status = 1
-    manifest = args.out / "submission.toml"
-    manifest.write_text(
-        "# written by python -m agents run\n"
-        f'model = "{args.model}"\nprovider = "{args.provider}"\nharness = "d2k-reference"\n'
-        f'guidance = "{args.guidance}"\nmode = "{args.mode}"\nbudget = {args.turns}\n'
-        f"tasks = [{', '.join(json.dumps(s) for s in slugs)}]\n", encoding="utf-8")
-    print(f"run folder: {args.out} (manifest {manifest})")
+    done = write_manifest(args.out, RunManifest(model=args.model, provider=args.provider, guidance=args.guidance,
+                                                budget=args.turns, mode=args.mode, hardware=args.hardware or ""))
+    print(f"run folder: {args.out}: {len(done)} of {len(slugs)} task(s) produced a kernel")
+    if args.submit:
+        return _submit(args) or status
     return status
+
+
+def _submit(args: argparse.Namespace) -> int:
+    """Upload the run through the portal's REST API (the team CLI's client)."""
+    import os
+
+    from d2k_cli.client import ApiError, Client
+
+    url, token = args.portal or os.environ.get("D2K_URL", ""), os.environ.get(args.token_env, "")
+    if not url or not token:
+        print(f"error: --submit needs --portal (or D2K_URL) and a token in ${args.token_env}", file=sys.stderr)
+        return 2
+    bundle = build_bundle(args.out)
+    try:
+        code, body = Client(url, token).submit(bundle, hardware=args.hardware, idempotency_key=idempotency_key(bundle))
+    except ApiError as exc:
+        print(f"error: the portal refused {bundle}: {exc}", file=sys.stderr)
+        return 1
+    print(f"submitted {bundle} (HTTP {code}): submission {body.get('id')}, status {body.get('status')}")
+    return 0
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -118,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--turns", type=int, default=350, help="turn budget per task")
     p.add_argument("--out", type=Path, required=True, help="run folder")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its transcripts")
+    p.add_argument("--hardware", help="hardware profile to be judged on (default: the portal's)")
+    p.add_argument("--submit", action="store_true", help="upload the run to the portal when it ends")
+    p.add_argument("--portal", help="the portal's URL (default: $D2K_URL)")
+    p.add_argument("--token-env", default="D2K_TOKEN", help="environment variable holding the team's API token")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("import", help="convert another harness's log into a transcript")

@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = Console(stderr=False, highlight=False)
+    console = Console(stderr=False, highlight=False, log_path=False)
     if not args.token:
         console.print("error: no token: pass --token or set D2K_TOKEN (create one on your team's token page)")
         return 2

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from leaderboard.models import Task, Workload
+from leaderboard.models import ReferenceRun, ReferenceTiming, Task, Workload
 
 
 def task_list(*, include_retired: bool = False) -> QuerySet[Task]:
@@ -22,3 +24,54 @@ def task_detail(slug: str) -> Task | None:
         .prefetch_related(Prefetch("workloads", queryset=Workload.objects.order_by("smoke", "position")))
         .first()
     )
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    workload: Workload
+    eager: ReferenceTiming | None
+    compile: ReferenceTiming | None
+    expert: ReferenceTiming | None
+
+    @property
+    def sol_us(self) -> float | None:
+        """SOL time of the workload on the run's profile, recovered from the expert's fraction."""
+        e = self.expert
+        return e.sol_fraction * e.median_ms * 1e3 if e and e.sol_fraction else None
+
+    @property
+    def expert_vs_compile(self) -> float | None:
+        if self.expert and self.compile and self.expert.median_ms > 0:
+            return self.compile.median_ms / self.expert.median_ms
+        return None
+
+
+@dataclass(frozen=True)
+class ReferenceProfile:
+    run: ReferenceRun
+    rows: list[ReferenceRow]
+
+
+def reference_times(task: Task) -> list[ReferenceProfile]:
+    """Per hardware profile, the latest imported reference run's eager / compile / expert times for ``task``."""
+    runs = ReferenceRun.objects.filter(timings__workload__task=task).distinct().order_by("hardware", "-started_at")
+    latest: dict[str, ReferenceRun] = {}
+    for run in runs:
+        latest.setdefault(run.hardware, run)
+    if not latest:
+        return []
+    timings = (ReferenceTiming.objects.filter(run__in=list(latest.values()), workload__task=task)
+               .select_related("workload").order_by("workload__position"))
+    grouped: dict[int, dict[int, dict[str, ReferenceTiming]]] = {}
+    workloads: dict[int, Workload] = {}
+    for t in timings:
+        grouped.setdefault(t.run_id, {}).setdefault(t.workload_id, {})[t.provider] = t
+        workloads[t.workload_id] = t.workload
+    out = []
+    for hw in sorted(latest):
+        run = latest[hw]
+        by_w = grouped.get(run.pk, {})
+        rows = [ReferenceRow(workloads[wid], p.get("eager"), p.get("compile"), p.get("expert"))
+                for wid, p in sorted(by_w.items(), key=lambda kv: workloads[kv[0]].position)]
+        out.append(ReferenceProfile(run, rows))
+    return out

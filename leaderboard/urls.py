@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from leaderboard import views
+from leaderboard import board_views, views
 
 app_name = "leaderboard"
 
@@ -10,4 +10,6 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("tasks/", views.task_list, name="task-list"),
     path("tasks/<slug:slug>/", views.task_detail, name="task-detail"),
+    path("leaderboard/", board_views.leaderboard, name="board"),
+    path("leaderboard/pairs/", board_views.pairs, name="pairs"),
 ]

@@ -27,6 +27,7 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "workloads": [w for w in workloads if not w.smoke],
         "smoke_workloads": [w for w in workloads if w.smoke],
         "origins": task.spec_json.get("origin", []),
+        "reference_profiles": selectors.reference_times(task),
         "scalars": task.spec_json.get("scalars", []),
         "guidance_levels": [
             ("L1", "algorithm", task.guidance_l1),

@@ -41,3 +41,29 @@ def si(value: float | int | None, unit: str = "") -> str:
 def shape(dims: list[int]) -> str:
     """``[16384, 4096]`` -> ``16384 × 4096``; a scalar tensor shows as ``()``."""
     return " × ".join(str(d) for d in dims) if dims else "()"
+
+
+@register.filter
+def us(ms: float | None) -> str:
+    """A time in milliseconds shown in microseconds with thousands separators: 0.1365 -> '136.5'."""
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:,.1f}"
+
+
+@register.filter
+def get(mapping: dict | None, key: object) -> object:
+    """``mapping[key]`` in a template, trying the key as given and as a string (JSON keys are strings)."""
+    if not mapping:
+        return None
+    if key in mapping:
+        return mapping[key]
+    return mapping.get(str(key))
+
+
+@register.filter
+def pct(value: float | None) -> str:
+    """A fraction as a percentage, or '-' when unknown."""
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}%"

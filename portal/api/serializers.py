@@ -6,7 +6,14 @@ from rest_framework import serializers
 
 from leaderboard.models import Task, Workload
 from portal.moderation.models import Decision
-from portal.submissions.models import EvaluationAttempt, Submission, SubmissionTask, TaskResult, WorkloadResult
+from portal.scores.models import JudgeScore
+from portal.submissions.models import (
+    EvaluationAttempt,
+    Submission,
+    SubmissionTask,
+    TaskResult,
+    WorkloadResult,
+)
 from portal.submissions.selectors import progress_of, task_score
 from portal.teams.models import ApiToken
 
@@ -114,6 +121,14 @@ class TaskResultSerializer(serializers.ModelSerializer):
         s = task_score(obj)
         return {"correct": s.correct, "speedup": s.speedup, "sol_fraction": s.sol_fraction,
                 "findings": list(s.findings)}
+
+
+class JudgeScoreSerializer(serializers.ModelSerializer):
+    slug = serializers.CharField(source="submission_task.task.slug")
+
+    class Meta:
+        model = JudgeScore
+        fields = ["slug", "kind", "score", "levels", "items", "judge_model", "prompt_version", "attempts", "created_at"]
 
 
 class TaskLogSerializer(serializers.ModelSerializer):

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from leaderboard.api import LeaderboardView, PairsView
 from portal.api import views
 
 router = DefaultRouter()
@@ -15,5 +16,7 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("moderation/queue/", views.ModerationQueueView.as_view(), name="api-moderation-queue"),
+    path("leaderboard/", LeaderboardView.as_view(), name="api-leaderboard"),
+    path("pairs/", PairsView.as_view(), name="api-pairs"),
     path("", include(router.urls)),
 ]

@@ -61,13 +61,13 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     permission_classes = [AllowAny]
 
     def get_permissions(self):  # noqa: ANN201
-        if self.action in ("list", "retrieve", "results"):
+        if self.action in ("list", "retrieve", "results", "judge"):
             return [AllowAny()]
         return [IsAuthenticated()]
 
     def get_queryset(self) -> QuerySet[Submission]:
         viewer = viewer_of(self.request)
-        qs = selectors.submissions_base().prefetch_related("tasks__task")
+        qs = selectors.with_result_counts(selectors.submissions_base().prefetch_related("tasks__task"))
         if viewer.moderator:
             return qs
         return qs.filter(Q(published_attempt__isnull=False) | Q(team_id__in=viewer.team_ids))
@@ -148,6 +148,13 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         sub = self.get_object()
         attempt = sub.current_attempt if self._private(sub) else sub.published_attempt
         return Response(s.TaskResultSerializer(selectors.attempt_results(attempt), many=True).data)
+
+    @extend_schema(responses=s.JudgeScoreSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def judge(self, request: Request, pk: str | None = None) -> Response:
+        """The LLM judge's scores: a design-only submission's designs, a published one's kernels."""
+        sub = self.get_object()
+        return Response(s.JudgeScoreSerializer(selectors.judge_scores(sub), many=True).data)
 
     @extend_schema(responses=s.TaskLogSerializer(many=True))
     @action(detail=True, methods=["get"])

@@ -21,11 +21,33 @@ from portal.submissions import selectors
 from portal.submissions.constants import Status
 from portal.submissions.highlight import highlight_diff
 from portal.submissions.models import Submission
+from portal.submissions.storage import blob_read
+from portal.submissions.transcripts import TranscriptError, transcript_events
 
 #: A task speedup this many times the expert's is flagged for a closer look.
 OUTLIER_FACTOR = 1.5
 #: Relative standard error of a timing above which the number is called noisy.
 NOISY_REL_STDERR = 0.02
+#: What an agent's tool call has no business mentioning (AGENTS.md: moderators look for reads
+#: outside the task and for the expert kernel).
+SUSPICIOUS_TOOL_TEXT = {"references/": "the expert references", "expert.py": "the expert kernel",
+                        "../": "a path outside the task", "/etc/": "system files", "http://": "the network",
+                        "https://": "the network"}
+
+
+def transcript_flags(storage_name: str) -> list[str]:
+    """Tool calls of a stored transcript that mention something suspicious, with their turn."""
+    try:
+        transcript = transcript_events(blob_read(storage_name))
+    except (OSError, TranscriptError):
+        return ["the stored transcript cannot be read"]
+    flags = []
+    for event in transcript.events:
+        for call in event.tool_calls or []:
+            for needle, what in SUSPICIOUS_TOOL_TEXT.items():
+                if needle in call.arguments:
+                    flags.append(f"turn {event.turn}: tool call {call.name} mentions {needle!r} ({what})")
+    return flags
 
 
 @functools.lru_cache(maxsize=8)
@@ -88,6 +110,8 @@ def submission_evidence(sub: Submission) -> list[TaskEvidence]:
                                 f"{ev.expert_speedup:.2f}×")
             if row.verdict not in ("clean", "unjudged"):
                 ev.flags.append(f"engine verdict: {row.verdict}")
+        if task.transcript_storage_name:
+            ev.flags.extend(transcript_flags(task.transcript_storage_name))
         previous = selectors.previous_published_kernel(sub, task.task.slug)
         if previous is not None and task.kernel_source:
             ev.diff_html = highlight_diff(previous.kernel_source, task.kernel_source,

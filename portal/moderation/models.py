@@ -12,6 +12,7 @@ class Decision(models.TextChoices):
     APPROVE = "approve", "approve"
     REJECT = "reject", "reject"
     RERUN = "rerun", "request a re-run"
+    CANCEL = "cancel", "cancel"
 
 
 class ModerationDecision(models.Model):

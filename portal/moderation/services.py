@@ -16,10 +16,10 @@ from portal.submissions.models import Submission
 @transaction.atomic(durable=True)
 def do_moderate(submission: Submission, *, moderator: AbstractBaseUser, decision: str, reason: str = "",
                 hardware: str | None = None) -> ModerationDecision:
-    """Approve (publish), reject (with a reason the team reads) or request a re-run.
+    """Approve (publish), reject (with a reason the team reads), request a re-run, or cancel.
 
     Approve and reject apply to an ``evaluated`` submission's current attempt; a re-run may be
-    asked of any finished submission. Raises :class:`PermissionDenied` for a non-moderator and
+    asked of any finished submission; a cancel stops a queued or running one. Raises :class:`PermissionDenied` for a non-moderator and
     :class:`~portal.submissions.actions.InvalidTransition` for a move the state machine refuses.
     """
     if not is_moderator(moderator):
@@ -35,6 +35,8 @@ def do_moderate(submission: Submission, *, moderator: AbstractBaseUser, decision
     elif decision == Decision.RERUN:
         actions.do_rerun(sub, user=moderator, reason=reason or "re-run requested by a moderator", by_moderator=True,
                          hardware=hardware)
+    elif decision == Decision.CANCEL:
+        actions.do_cancel(sub, user=moderator, reason=reason or "cancelled by a moderator", by_moderator=True)
     else:
         raise ValueError(f"unknown decision {decision!r}")
     return ModerationDecision.objects.create(attempt=attempt, moderator=moderator, decision=decision, reason=reason,

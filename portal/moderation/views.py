@@ -34,6 +34,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "moderation/review.html", {
         "sub": sub, "attempt": sub.current_attempt, "results": results, "private": True,
         "scores": {r.pk: selectors.task_score(r) for r in results},
+        "judge_scores": selectors.judge_scores(sub),
         "evidence": submission_evidence(sub), "variance": attempt_variance(sub),
         "attempts": selectors.attempts_of(sub), "form": ReasonForm(), "decisions": Decision,
     })

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from kombu import Queue
 
 from portal import broker
@@ -64,6 +65,7 @@ INSTALLED_APPS = [
     "portal.teams",
     "portal.submissions",
     "portal.moderation",
+    "portal.scores",
     "portal.api",
 ]
 
@@ -122,7 +124,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.js comes from the plotly package (no CDN: the site works offline), as static/vendor/plotly.min.js.
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor", Path(plotly.__file__).parent / "package_data")]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -168,11 +171,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "web"
 #: Queue names: ``web`` for light jobs, ``cpu.interpret`` for correctness-only runs in Triton's
 #: interpreter, ``gpu.<hardware profile>`` for timed runs (one worker per GPU).
-CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("web", "cpu.interpret", "gpu.h200"))
+CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("web", "cpu.interpret", "gpu.h200", "judge"))
 CELERY_TASK_ROUTES = {
     "leaderboard.tasks.verify_reference_task": {"queue": "cpu.interpret"},
     # Evaluations are sent to the queue of their hardware profile explicitly (D2K_HARDWARE_QUEUES).
     "portal.submissions.tasks.reap_stale_runs_task": {"queue": "web"},
+    "portal.scores.tasks.judge_task": {"queue": "judge"},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -187,6 +191,9 @@ CELERY_BEAT_SCHEDULE = {
 #: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
 D2K_HARDWARE_QUEUES = {"h200": "gpu.h200", "cpu-interpret": "cpu.interpret"}
 D2K_DEFAULT_HARDWARE = os.environ.get("D2K_DEFAULT_HARDWARE", "h200")
+#: Design-only submissions are evaluated by the LLM judge on this queue (the D2K_JUDGE_* settings
+#: below); their uploads are refused while D2K_JUDGE_MODEL is unset.
+D2K_JUDGE_QUEUE = "judge"
 #: Upload limits (PORTAL.md, validation): the archive as sent, its content, and zip-bomb guards.
 D2K_UPLOAD_MAX_BYTES = env_int("D2K_UPLOAD_MAX_BYTES", 32 * 2**20)
 D2K_BUNDLE_MAX_UNCOMPRESSED = env_int("D2K_BUNDLE_MAX_UNCOMPRESSED", 256 * 2**20)
@@ -242,3 +249,12 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 CELERY_TASK_TRACK_STARTED = False
+
+# --- The LLM judge (AGENTS.md) ------------------------------------------------------------------
+#: Published submissions are judged when D2K_JUDGE_MODEL is set, by workers on the ``judge`` queue.
+D2K_JUDGE_PROVIDER = os.environ.get("D2K_JUDGE_PROVIDER", "anthropic")
+D2K_JUDGE_MODEL = os.environ.get("D2K_JUDGE_MODEL", "")
+D2K_JUDGE_BASE_URL = os.environ.get("D2K_JUDGE_BASE_URL", "")
+D2K_JUDGE_API_KEY_ENV = os.environ.get("D2K_JUDGE_API_KEY_ENV", "")
+D2K_JUDGE_TIMEOUT_S = float(os.environ.get("D2K_JUDGE_TIMEOUT_S", "300"))
+D2K_JUDGE_MAX_RETRIES = env_int("D2K_JUDGE_MAX_RETRIES", 6)

@@ -24,10 +24,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
+from agents.judge import JudgeResult
 from evaluator.result import RunResult
 from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.models import Task
 from portal.audit.services import audit_record
+from portal.scores.models import JudgeScore
+from portal.scores.services import record_scores
+from portal.scores.tasks import queue_judging
 from portal.submissions.constants import (
     ATTEMPT_FINAL_STATUSES,
     INFRA_LOST,
@@ -118,7 +122,7 @@ def _new_attempt(sub: Submission, *, actor: Actor, reason: str, hardware: str | 
     if hardware and hardware != sub.hardware:
         raise InvalidTransition(sub.status, S.QUEUED, "a re-run on another hardware profile is a new submission")
     attempt = EvaluationAttempt.objects.create(submission=sub, number=number, status=S.QUEUED,
-                                               queue=queue_for(sub.hardware), requested_by_label=actor.label,
+                                               queue=queue_for(sub.hardware, sub.mode), requested_by_label=actor.label,
                                                request_reason=reason)
     sub.current_attempt = attempt
     sub.save(update_fields=["current_attempt", "updated_at"])
@@ -208,7 +212,7 @@ def _do_create(*, team: Team, user: AbstractBaseUser, validated: ValidatedBundle
 
 # --- team and moderator actions ------------------------------------------------------------------
 
-@transaction.atomic(durable=True)
+@transaction.atomic
 def do_cancel(submission: Submission, *, user: AbstractBaseUser, reason: str = "", by_moderator: bool = False
               ) -> Submission:
     sub = _locked(submission.pk)
@@ -247,6 +251,8 @@ def do_publish(submission: Submission, *, user: AbstractBaseUser, reason: str = 
     _transition(sub, S.PUBLISHED, actor=Actor(user=user), attempt=attempt, reason=reason or "approved")
     sub.published_attempt, sub.published_at = attempt, timezone.now()
     sub.save(update_fields=["published_attempt", "published_at", "updated_at"])
+    record_scores(sub)  # the leaderboard's rows, in the same transaction
+    queue_judging(sub)  # the LLM judge, after the commit, if one is configured
     return sub
 
 
@@ -329,6 +335,38 @@ def do_record_task_result(attempt_id: int, claim: str, result: EngineTaskResult)
             "rel_stderr": cand.rel_stderr if cand else None, "data": w.model_dump(mode="json")})
     EvaluationAttempt.objects.filter(pk=attempt.pk).update(heartbeat_at=timezone.now())
     return True
+
+
+@transaction.atomic(durable=True)
+def do_record_judge_score(attempt_id: int, claim: str, slug: str, result: JudgeResult) -> bool:
+    """Store the judge's score of one task in the leaderboard's table (``portal.scores``), keyed
+    (task, kind, judge model, prompt version): a redelivery overwrites, and judging the published
+    submission later finds it and pays nothing twice."""
+    attempt = _owned(attempt_id, claim)
+    if attempt is None:
+        return False
+    task = SubmissionTask.objects.get(submission_id=attempt.submission_id, task__slug=slug)
+    JudgeScore.objects.update_or_create(
+        submission_task=task, kind=result.kind, judge_model=result.judge_model, prompt_version=result.prompt_version,
+        defaults={"score": result.score, "levels": result.levels, "items": result.items,
+                  "raw_answers": result.raw_answers, "attempts": result.attempts})
+    EvaluationAttempt.objects.filter(pk=attempt.pk).update(heartbeat_at=timezone.now())
+    return True
+
+
+@transaction.atomic(durable=True)
+def do_finish_judging(attempt_id: int, claim: str) -> str | None:
+    """Close a design-only attempt once every task has its score: ``evaluated``."""
+    attempt = _owned(attempt_id, claim)
+    if attempt is None:
+        return None
+    judged = JudgeScore.objects.filter(submission_task__submission_id=attempt.submission_id, kind="design").count()
+    attempt.finished_at, attempt.claim, attempt.mode = timezone.now(), "", "judge"
+    attempt.save(update_fields=["finished_at", "claim", "mode"])
+    sub = _locked(attempt.submission_id)
+    _transition(sub, S.EVALUATED, actor=Actor(system="worker"), attempt=attempt,
+                reason=f"{judged} design document(s) judged")
+    return S.EVALUATED
 
 
 def _is_infra(result: EngineTaskResult) -> bool:

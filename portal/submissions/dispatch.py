@@ -6,8 +6,9 @@ from django.conf import settings
 from django.db import transaction
 
 
-def queue_for(hardware: str) -> str:
-    return settings.D2K_HARDWARE_QUEUES[hardware]
+def queue_for(hardware: str, mode: str = "kernel") -> str:
+    """Kernels run on their hardware profile's queue; design documents go to the judge's."""
+    return settings.D2K_JUDGE_QUEUE if mode == "design" else settings.D2K_HARDWARE_QUEUES[hardware]
 
 
 def dispatch_on_commit(submission_id: int, number: int, queue: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from evaluator.result import TaskResult as EngineTaskResult
 from evaluator.runner import RunOptions, gpu_present, run
 from portal.submissions import actions
 from portal.submissions.constants import INFRA_HARDWARE, INFRA_WORKER
-from portal.submissions.models import EvaluationAttempt, SubmissionTask
+from portal.submissions.judging import judge_attempt
+from portal.submissions.models import EvaluationAttempt, SubmissionTask, WorkerBeacon
 from tasks.registry import TaskLoadError, get_task
 
 log = logging.getLogger(__name__)
@@ -80,24 +82,36 @@ def evaluate_attempt(submission_id: int, number: int, *, worker: str) -> str:
     attempt = EvaluationAttempt.objects.select_related("submission").get(submission_id=submission_id, number=number)
     hardware = attempt.submission.hardware
     rows = list(SubmissionTask.objects.filter(submission_id=submission_id).select_related("task").order_by("position"))
+    if attempt.submission.mode == "design":
+        return _with_heartbeat(attempt.pk, claim, len(rows), worker, submission_id, number,
+                               lambda state: judge_attempt(rows, attempt.pk, claim, state.progress))
     opts = _options(hardware, len(rows))
     if not opts.interpret and not gpu_present():
         actions.do_record_infra_error(attempt.pk, claim, INFRA_HARDWARE, f"{worker} has no GPU for profile {hardware}")
         return "error: no GPU"
-    state = RunState(attempt_id=attempt.pk, claim=claim, task_count=len(rows))
-    beater = threading.Thread(target=_beat, args=(state,), name=f"heartbeat-{attempt.pk}", daemon=True)
+    return _with_heartbeat(attempt.pk, claim, len(rows), worker, submission_id, number,
+                           lambda state: _run(rows, opts, state, hardware))
+
+
+def _with_heartbeat(attempt_id: int, claim: str, task_count: int, worker: str, submission_id: int, number: int,
+                    job: Callable[[RunState], str]) -> str:
+    """Run ``job`` with the heartbeat thread beating; our own failures become infrastructure errors."""
+    state = RunState(attempt_id=attempt_id, claim=claim, task_count=task_count)
+    beater = threading.Thread(target=_beat, args=(state,), name=f"heartbeat-{attempt_id}", daemon=True)
     beater.start()
+    WorkerBeacon.objects.filter(hostname=worker).update(current=f"#{submission_id}.{number}")
     try:
-        return _run(rows, opts, state, hardware)
+        return job(state)
     except ClaimLost:
         return "stopped: the attempt was cancelled or handed to another delivery"
     except Exception as exc:  # noqa: BLE001 - anything here is our fault, never the kernel's (it runs in a child)
         log.exception("evaluation of %s.%s failed on our side", submission_id, number)
-        outcome = actions.do_record_infra_error(attempt.pk, claim, INFRA_WORKER, f"{type(exc).__name__}: {exc}")
+        outcome = actions.do_record_infra_error(attempt_id, claim, INFRA_WORKER, f"{type(exc).__name__}: {exc}")
         return f"infrastructure error: {outcome}"
     finally:
         state.stop.set()
         beater.join(timeout=10)
+        WorkerBeacon.objects.filter(hostname=worker).update(current="")
 
 
 def _run(rows: list[SubmissionTask], opts: RunOptions, state: RunState, hardware: str) -> str:

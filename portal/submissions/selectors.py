@@ -1,8 +1,7 @@
 """Reads of submissions, attempts and results; the views and the API query nothing else.
 
 :func:`engine_task_result` rebuilds the engine's own :class:`evaluator.result.TaskResult` from
-the stored rows, so scores are always computed by :mod:`evaluator.score_result` (never here);
-the leaderboard should do the same with :func:`published_attempts`.
+the stored rows, so scores are always computed by :mod:`evaluator.score_result` (never here).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from evaluator.result import Finding
@@ -21,6 +20,7 @@ from evaluator.result import WorkloadResult as EngineWorkload
 from evaluator.score_result import score_task_result
 from evaluator.scoring import TaskScore
 from portal.moderation.permissions import is_moderator
+from portal.scores.models import JudgeScore
 from portal.submissions.constants import Status
 from portal.submissions.models import (
     EvaluationAttempt,
@@ -70,6 +70,12 @@ def attempt_results(attempt: EvaluationAttempt | None) -> list[TaskResult]:
                 .order_by("task__task_id"))
 
 
+def judge_scores(submission: Submission) -> list[JudgeScore]:
+    """The judge's scores of a submission's tasks (design documents and, once published, kernels)."""
+    return list(JudgeScore.objects.filter(submission_task__submission=submission)
+                .select_related("submission_task__task").order_by("submission_task__position", "kind", "-created_at"))
+
+
 def engine_task_result(row: TaskResult) -> EngineTaskResult:
     """The stored result as the engine's model (workloads prefetched or not)."""
     return EngineTaskResult(
@@ -81,14 +87,6 @@ def engine_task_result(row: TaskResult) -> EngineTaskResult:
 
 def task_score(row: TaskResult) -> TaskScore:
     return score_task_result(engine_task_result(row))
-
-
-def published_attempts(*, hardware: str | None = None) -> QuerySet[EvaluationAttempt]:
-    """The attempt each published submission shows: the latest approved one."""
-    qs = EvaluationAttempt.objects.filter(submission__published_attempt=F("pk"))
-    if hardware:
-        qs = qs.filter(submission__hardware=hardware)
-    return qs.select_related("submission__team", "submission__model", "submission__harness")
 
 
 def latest_published(limit: int = 10) -> list[Submission]:
@@ -104,8 +102,19 @@ def progress_of(submission: Submission) -> dict[str, object]:
         "attempt": attempt.number if attempt else None,
         "progress": attempt.progress if attempt else {},
         "heartbeat_at": attempt.heartbeat_at.isoformat() if attempt and attempt.heartbeat_at else None,
-        "results": TaskResult.objects.filter(attempt=attempt).count() if attempt else 0,
+        "results": _result_count(submission, attempt),
     }
+
+
+def _result_count(submission: Submission, attempt: EvaluationAttempt | None) -> int:
+    annotated = getattr(submission, "result_count", None)  # lists annotate it: no query per row
+    if annotated is not None:
+        return annotated
+    return TaskResult.objects.filter(attempt=attempt).count() if attempt else 0
+
+
+def with_result_counts(qs: QuerySet[Submission]) -> QuerySet[Submission]:
+    return qs.annotate(result_count=Count("current_attempt__task_results", distinct=True))
 
 
 def previous_published_kernel(submission: Submission, slug: str) -> SubmissionTask | None:

@@ -28,6 +28,9 @@ def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget
     return (None, problems) if problems else (transcript, [])
 
 
+__all__ = ["TranscriptError", "check_transcript", "transcript_events"]
+
+
 def transcript_events(data: bytes) -> Transcript:
     """Parse a stored (already validated) transcript for display."""
     return parse(data, require_footer=False)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from portal.submissions.archive import Limits, read_archive
+from portal.submissions.judging import judge_configured
 from portal.submissions.kernels import check_kernel
 from portal.submissions.manifest import MANIFEST_NAME, Manifest, parse_manifest
 from portal.submissions.problems import BundleInvalid, Problem
@@ -123,10 +124,10 @@ def check_bundle(blob: bytes, filename: str, *, known_tasks: dict[str, KnownTask
     manifest, problems = parse_manifest(files[MANIFEST_NAME])
     if manifest is None:
         raise BundleInvalid(problems)
-    if manifest.mode == "design":
+    if manifest.mode == "design" and not judge_configured():
         raise BundleInvalid([Problem(MANIFEST_NAME, "design-mode",
-                                     "mode: design-only submissions are judged by the LLM judge, whose queue is "
-                                     "not open on this site yet; submit kernels")])
+                                     "mode: design-only submissions are judged by the LLM judge, which this site "
+                                     "has not configured (D2K_JUDGE_PROVIDER, D2K_JUDGE_MODEL); submit kernels")])
     profile = hardware or manifest.hardware or settings.D2K_DEFAULT_HARDWARE
     if profile not in settings.D2K_HARDWARE_QUEUES:
         problems.append(Problem(MANIFEST_NAME, "unknown-hardware",

@@ -110,6 +110,16 @@ def kernel(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
                   {"sub": sub, "task": task, "code": highlight_python(task.kernel_source)})
 
 
+def design(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
+    """A design-only submission's document, rendered as Markdown with raw HTML off (escaped)."""
+    sub = _visible(request, pk)
+    task = next((t for t in sub.tasks.all() if t.task.slug == slug), None)
+    if task is None or not task.design_source:
+        raise Http404("no such design document")
+    body = mark_safe(MarkdownIt("commonmark", {"html": False}).enable("table").render(task.design_source))  # noqa: S308
+    return render(request, "submissions/design.html", {"sub": sub, "task": task, "body": body})
+
+
 def transcript(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
     sub = _visible(request, pk)
     task = next((t for t in sub.tasks.all() if t.task.slug == slug), None)

@@ -112,11 +112,13 @@ def _fwd_range(acc, m_i, l_i, q_a, q_b, k_base, v_base, desc_ka, desc_kb, desc_v
 
 @triton.jit
 def _attn_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, desc_ka, desc_kb, desc_v, qk_scale, S, num_bh, num_m, HQ, G,
+    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, desc_qa, desc_qb, desc_ka, desc_kb, desc_v, desc_o,
+    qk_scale, S, num_bh, num_m, HQ, G,
     stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
     DQK: tl.constexpr, DA: tl.constexpr, DB: tl.constexpr, DV: tl.constexpr, BLOCK_DV: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr, INTERPRET: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr, EVEN_M: tl.constexpr,
+    INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
     m_blk = num_m - 1 - pid // num_bh  # heaviest query tiles first
@@ -135,13 +137,20 @@ def _attn_fwd_kernel(
     q_base = q_ptr + b.to(tl.int64) * stride_qb + h * stride_qh
     k_base = k_ptr + b.to(tl.int64) * stride_kb + kvh * stride_kh
     v_base = v_ptr + b.to(tl.int64) * stride_vb + kvh * stride_vh
-    qrow = offs_m[:, None].to(tl.int64) * stride_qs
-    q_a = tl.load(q_base + qrow + da[None, :], mask=row_ok[:, None], other=0.0)
-    if DB > 0:
-        db = DA + tl.arange(0, DB)
-        q_b = tl.load(q_base + qrow + db[None, :], mask=row_ok[:, None] & (db < DQK)[None, :], other=0.0)
+    if USE_TMA:  # rows past S (next sequence or zero fill) only feed rows that are never stored
+        q_a = desc_qa.load([row0 + m0, h * DQK])
+        if DB > 0:  # noqa: SIM108 (a compile-time branch)
+            q_b = desc_qb.load([row0 + m0, h * DQK + DA])
+        else:
+            q_b = q_a
     else:
-        q_b = q_a
+        qrow = offs_m[:, None].to(tl.int64) * stride_qs
+        q_a = tl.load(q_base + qrow + da[None, :], mask=row_ok[:, None], other=0.0)
+        if DB > 0:
+            db = DA + tl.arange(0, DB)
+            q_b = tl.load(q_base + qrow + db[None, :], mask=row_ok[:, None] & (db < DQK)[None, :], other=0.0)
+        else:
+            q_b = q_a
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -157,16 +166,22 @@ def _attn_fwd_kernel(
 
     l_safe = tl.where(row_ok, l_i, 1.0)
     out = acc / l_safe[:, None]
-    dv = tl.arange(0, BLOCK_DV)
-    o_off = b.to(tl.int64) * stride_ob + h * stride_oh + offs_m[:, None].to(tl.int64) * stride_os + dv[None, :]
-    tl.store(o_ptr + o_off, out.to(o_ptr.dtype.element_ty), mask=row_ok[:, None] & (dv < DV)[None, :])
+    if USE_TMA and EVEN_M:  # bulk store: no per-element address registers in the epilogue
+        desc_o.store([row0 + m0, h * DV], out.to(desc_o.dtype))
+    else:
+        dv = tl.arange(0, BLOCK_DV)
+        o_off = b.to(tl.int64) * stride_ob + h * stride_oh + offs_m[:, None].to(tl.int64) * stride_os + dv[None, :]
+        tl.store(o_ptr + o_off, out.to(o_ptr.dtype.element_ty), mask=row_ok[:, None] & (dv < DV)[None, :])
     lse = (m_i + tl.log2(l_safe)) * 0.6931471805599453
     tl.store(lse_ptr + bh.to(tl.int64) * S + offs_m, lse, mask=row_ok)
 
 
 def _set_block_shapes(nargs):
     """Autotune pre-hook: the descriptors' block shapes follow the configuration's key tile."""
-    bn = nargs["BLOCK_N"]
+    bn, bm = nargs["BLOCK_N"], nargs["BLOCK_M"]
+    nargs["desc_qa"].block_shape = [bm, nargs["DA"]]
+    nargs["desc_qb"].block_shape = [bm, max(16, nargs["DB"])]
+    nargs["desc_o"].block_shape = [bm, nargs["BLOCK_DV"]]
     nargs["desc_ka"].block_shape = [bn, nargs["DA"]]
     nargs["desc_kb"].block_shape = [bn, max(16, nargs["DB"])]
     nargs["desc_v"].block_shape = [bn, nargs["BLOCK_DV"]]
@@ -194,14 +209,18 @@ def _split_dim(d: int) -> tuple[int, int]:
     return da, max(16, triton.next_power_of_2(rem))
 
 
-def _descriptors(k: torch.Tensor, v: torch.Tensor, da: int, db: int, block_dv: int, block_n: int):
-    """2-D bulk-copy descriptors over the [B * S, H * D] views of k and v (one per slab shape)."""
+def _descriptors(q, k, v, o, da: int, db: int, block_dv: int, block_m: int, block_n: int):
+    """2-D bulk-copy descriptors over the [B * S, H * D] views (one per slab shape)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    k2 = k.reshape(k.shape[0] * k.shape[1], k.shape[2] * k.shape[3])
-    v2 = v.reshape(v.shape[0] * v.shape[1], v.shape[2] * v.shape[3])
-    return (TensorDescriptor.from_tensor(k2, [block_n, da]), TensorDescriptor.from_tensor(k2, [block_n, max(16, db)]),
-            TensorDescriptor.from_tensor(v2, [block_n, block_dv]))
+    def flat(t):
+        return t.reshape(t.shape[0] * t.shape[1], t.shape[2] * t.shape[3])
+
+    q2, k2, v2, o2 = flat(q), flat(k), flat(v), flat(o)
+    dbp = max(16, db)
+    return (TensorDescriptor.from_tensor(q2, [block_m, da]), TensorDescriptor.from_tensor(q2, [block_m, dbp]),
+            TensorDescriptor.from_tensor(k2, [block_n, da]), TensorDescriptor.from_tensor(k2, [block_n, dbp]),
+            TensorDescriptor.from_tensor(v2, [block_n, block_dv]), TensorDescriptor.from_tensor(o2, [block_m, block_dv]))
 
 
 def attn_prefill_causal_gqa(
@@ -225,22 +244,24 @@ def attn_prefill_causal_gqa(
     block_dv = max(16, triton.next_power_of_2(Dv))
     interpret = q.device.type == "cpu"
     # Bulk copies need exact slabs (no padded lanes) and the flat [B * S, H * D] views.
-    tma_ok = (da + db == Dqk and block_dv == Dv and k.is_contiguous() and v.is_contiguous()
-              and (k.shape[2] * Dqk * k.element_size()) % 16 == 0 and (Hkv * Dv * v.element_size()) % 16 == 0)
-    descs = _descriptors(k, v, da, db, block_dv, 16 if interpret else 128) if tma_ok else (None, None, None)
+    tma_ok = (da + db == Dqk and block_dv == Dv and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+              and all((t.shape[2] * t.shape[3] * t.element_size()) % 16 == 0 for t in (q, k, v)))
+    block_m = 32 if interpret else 128  # every tuned configuration has BLOCK_M = 128
+    descs = (_descriptors(q, k, v, o, da, db, block_dv, block_m, 16 if interpret else 128) if tma_ok
+             else (None,) * 6)
+    num_m = triton.cdiv(S, block_m)
+    even_m = S % block_m == 0
     args = (q, k, v, o, lse, *descs, scale * LOG2E, S, B * Hq)
     strides = (q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2))
     meta = dict(DQK=Dqk, DA=da, DB=db, DV=Dv, BLOCK_DV=block_dv)
+    grid = (num_m * B * Hq,)
     if interpret:  # Triton's interpreter: one small configuration, two diagonal key tiles
-        num_m = triton.cdiv(S, 32)
-        _attn_fwd_kernel[(num_m * B * Hq,)](*args, num_m, Hq, Hq // Hkv, *strides, **meta, BLOCK_M=32, BLOCK_N=16,
-                                            USE_TMA=tma_ok, INTERPRET=True)
-    elif tma_ok:  # every tuned configuration has BLOCK_M = 128
-        num_m = triton.cdiv(S, 128)
-        _attn_fwd_tuned[(num_m * B * Hq,)](*args, num_m, Hq, Hq // Hkv, *strides, **meta, INTERPRET=False)
-    else:
-        num_m = triton.cdiv(S, 128)
-        _attn_fwd_kernel[(num_m * B * Hq,)](*args, num_m, Hq, Hq // Hkv, *strides, **meta, BLOCK_M=128,
-                                            BLOCK_N=64, USE_TMA=False, INTERPRET=False, num_warps=8, num_stages=3)
+        _attn_fwd_kernel[grid](*args, num_m, Hq, Hq // Hkv, *strides, **meta, BLOCK_M=block_m, BLOCK_N=16,
+                               USE_TMA=tma_ok, EVEN_M=even_m, INTERPRET=True)
+    elif tma_ok:
+        _attn_fwd_tuned[grid](*args, num_m, Hq, Hq // Hkv, *strides, **meta, EVEN_M=even_m, INTERPRET=False)
+    else:  # strided views: pointer loads
+        _attn_fwd_kernel[grid](*args, num_m, Hq, Hq // Hkv, *strides, **meta, BLOCK_M=block_m, BLOCK_N=64,
+                               USE_TMA=False, EVEN_M=even_m, INTERPRET=False, num_warps=8, num_stages=3)
     return o, lse

@@ -72,8 +72,8 @@ def _head_block(H: int, d_pad: int) -> tuple[int, int]:
 
 
 def qk_rmsnorm_rope(
-    qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, cos_sin_cache: torch.Tensor,
-    positions: torch.Tensor, num_heads_q: int, num_heads_k: int, num_heads_v: int, eps: float,
+    positions: torch.Tensor, qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+    cos_sin_cache: torch.Tensor, num_heads_q: int, num_heads_k: int, num_heads_v: int, eps: float,
 ) -> torch.Tensor:
     """qkv: [T, (Hq + Hk + Hv) * D] (rows contiguous); q_weight, k_weight: [D]; cos_sin_cache: [max_pos, D];
     positions: [T] int64. Normalizes and rotates the q and k heads in place; returns qkv."""

@@ -2,7 +2,8 @@
 
 Stage 1 launches a small multiple of the SM count as persistent programs. Program p owns rows
 p*R, p*R + G*R, ... (R rows per step, G programs): it loads the weight once, then streams dy and x
-rows through registers, writes dx, and keeps a private fp32 partial of dw for its rows. Stage 2
+rows through registers (the next step's rows are requested before the current step is reduced),
+writes dx, and keeps a private fp32 partial of dw for its rows. Stage 2
 sums the [G, H] partials column-wise. The row assignment is fixed, so dw is deterministic, and no
 per-row atomics are needed. Traffic is the compulsory 6 bytes per element plus the tiny partials.
 """
@@ -15,9 +16,9 @@ import triton.language as tl
 
 
 @triton.jit
-def _rmsnorm_bwd_step(dy_ptr, x_ptr, rstd_ptr, dx_ptr, w, acc, cols, col_ok, first_row, T, inv_h,
-                      stride_dy, stride_x, stride_dx, ROWS: tl.constexpr):
-    """ROWS rows from first_row: writes their dx, returns acc plus their dw contribution."""
+def _rmsnorm_bwd_load(dy_ptr, x_ptr, rstd_ptr, first_row, T, cols, col_ok, stride_dy, stride_x,
+                      ROWS: tl.constexpr):
+    """The dy and x rows (and rstd) of ROWS rows from first_row; rows past T are masked off."""
     rows = first_row + tl.arange(0, ROWS)
     row_ok = rows < T
     rows64 = rows.to(tl.int64)
@@ -27,13 +28,23 @@ def _rmsnorm_bwd_step(dy_ptr, x_ptr, rstd_ptr, dx_ptr, w, acc, cols, col_ok, fir
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
                 eviction_policy="evict_first")
     r = tl.load(rstd_ptr + rows64, mask=row_ok, other=0.0)
+    return dy, x, r
+
+
+@triton.jit
+def _rmsnorm_bwd_compute(dy, x, r, w, acc, dx_ptr, first_row, T, cols, col_ok, inv_h, stride_dx,
+                         ROWS: tl.constexpr):
+    """Writes dx of the loaded rows and returns acc plus their dw contribution."""
+    rows = first_row + tl.arange(0, ROWS)
+    mask = (rows < T)[:, None] & col_ok[None, :]
     dyf = dy.to(tl.float32)
     xf = x.to(tl.float32)
     m = dyf * w[None, :]
     dot = tl.sum(m * xf, axis=1)
     c = r * r * dot * inv_h
     dx = r[:, None] * (m - c[:, None] * xf)
-    tl.store(dx_ptr + rows64[:, None] * stride_dx + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    tl.store(dx_ptr + rows.to(tl.int64)[:, None] * stride_dx + cols[None, :], dx.to(dx_ptr.dtype.element_ty),
+             mask=mask)
     # The forward's normalized input, rounded to the activation dtype (Llama casting).
     x_hat = (xf * r[:, None]).to(x.dtype).to(tl.float32)
     return acc + tl.sum(dyf * x_hat, axis=0)
@@ -51,18 +62,27 @@ def _rmsnorm_bwd_rows_kernel(
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
     inv_h = 1.0 / H
+    step = n_prog * ROWS
+    # Register double buffering: the next step's rows are requested before the current ones are
+    # reduced, so each program keeps two steps of loads in flight.
+    first = pid * ROWS
+    dy, x, r = _rmsnorm_bwd_load(dy_ptr, x_ptr, rstd_ptr, first, T, cols, col_ok, stride_dy, stride_x, ROWS)
     if INTERPRET:
         # The interpreter cannot take a loop bound derived from program_id in range() (numpy >= 2
         # refuses int() of a one-element array); the compiled kernel takes the for loop.
-        first = pid * ROWS
         while first < T:
-            acc = _rmsnorm_bwd_step(dy_ptr, x_ptr, rstd_ptr, dx_ptr, w, acc, cols, col_ok, first, T, inv_h,
-                                    stride_dy, stride_x, stride_dx, ROWS)
-            first += n_prog * ROWS
+            dy_n, x_n, r_n = _rmsnorm_bwd_load(dy_ptr, x_ptr, rstd_ptr, first + step, T, cols, col_ok,
+                                               stride_dy, stride_x, ROWS)
+            acc = _rmsnorm_bwd_compute(dy, x, r, w, acc, dx_ptr, first, T, cols, col_ok, inv_h, stride_dx, ROWS)
+            dy, x, r = dy_n, x_n, r_n
+            first += step
     else:
-        for first in range(pid * ROWS, T, n_prog * ROWS):
-            acc = _rmsnorm_bwd_step(dy_ptr, x_ptr, rstd_ptr, dx_ptr, w, acc, cols, col_ok, first, T, inv_h,
-                                    stride_dy, stride_x, stride_dx, ROWS)
+        for _ in range(pid * ROWS, T, step):
+            dy_n, x_n, r_n = _rmsnorm_bwd_load(dy_ptr, x_ptr, rstd_ptr, first + step, T, cols, col_ok,
+                                               stride_dy, stride_x, ROWS)
+            acc = _rmsnorm_bwd_compute(dy, x, r, w, acc, dx_ptr, first, T, cols, col_ok, inv_h, stride_dx, ROWS)
+            dy, x, r = dy_n, x_n, r_n
+            first += step
     tl.store(part_ptr + pid.to(tl.int64) * H + cols, acc, mask=col_ok)
 
 

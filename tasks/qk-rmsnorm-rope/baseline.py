@@ -31,8 +31,8 @@ def _rope_neox(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 def qk_rmsnorm_rope(
-    qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, cos_sin_cache: torch.Tensor,
-    positions: torch.Tensor, num_heads_q: int, num_heads_k: int, num_heads_v: int, eps: float,
+    positions: torch.Tensor, qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+    cos_sin_cache: torch.Tensor, num_heads_q: int, num_heads_k: int, num_heads_v: int, eps: float,
 ) -> torch.Tensor:
     """qkv: [T, (Hq + Hk + Hv) * D]; q_weight, k_weight: [D]; cos_sin_cache: [max_pos, D]; positions: [T].
 
@@ -59,8 +59,8 @@ def _ref_heads(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor, sin: torch.T
 
 
 def reference(
-    qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, cos_sin_cache: torch.Tensor,
-    positions: torch.Tensor, num_heads_q: int, num_heads_k: int, num_heads_v: int, eps: float,
+    positions: torch.Tensor, qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+    cos_sin_cache: torch.Tensor, num_heads_q: int, num_heads_k: int, num_heads_v: int, eps: float,
 ) -> torch.Tensor:
     """Ground truth in fp64 with no intermediate rounding; the v slice copied unchanged."""
     T = qkv.shape[0]

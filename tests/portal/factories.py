@@ -8,8 +8,9 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
+from portal.moderation.permissions import moderators_group
 from portal.teams.models import Team
 from portal.teams.services import team_create
 from tasks.registry import REPO_ROOT
@@ -21,7 +22,7 @@ FAST_TASKS = ("silu-and-mul", "fused-add-rmsnorm")
 def make_user(username: str, *, moderator: bool = False, password: str = "pw-for-tests-only") -> User:
     user = User.objects.create_user(username, password=password)
     if moderator:
-        user.groups.add(Group.objects.get(name="moderators"))
+        user.groups.add(moderators_group())
     return user
 
 

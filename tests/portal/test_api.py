@@ -159,3 +159,35 @@ def test_session_user_in_one_team_can_upload(alpha):
     client.force_login(outsider)
     response = upload(client, expert_bundle())
     assert response.status_code == 403 and response.json()["error"]["message"] == "you are not in any team"
+
+
+def test_list_query_count_does_not_grow_with_rows(alpha):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(*alpha)
+
+    def list_queries(expected_rows: int) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert len(client.get("/api/v1/submissions/").json()["results"]) == expected_rows
+        return len(ctx.captured_queries)
+
+    assert upload(client, expert_bundle()).status_code == 201
+    one = list_queries(1)
+    for guidance in ("L1", "L1+L2", "L1+L2+L3"):
+        assert upload(client, expert_bundle(guidance=guidance)).status_code == 201
+    assert 0 < list_queries(4) <= one
+
+
+def test_a_moderator_can_cancel_any_teams_run(alpha):
+    from portal.moderation.models import ModerationDecision
+
+    sub_id = upload(client_for(*alpha), expert_bundle()).json()["id"]
+    mod = APIClient(HTTP_HOST="localhost")
+    mod.force_login(make_user("mod", moderator=True))
+    response = mod.post(f"/api/v1/submissions/{sub_id}/decisions/", {"decision": "cancel", "reason": "bad node"},
+                        format="json")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert ModerationDecision.objects.get().decision == "cancel"
+    again = mod.post(f"/api/v1/submissions/{sub_id}/decisions/", {"decision": "approve"}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "invalid_transition"

@@ -25,7 +25,7 @@ def test_reliability_settings():
 
 def test_queues_and_routes():
     conf = app.conf
-    assert {q.name for q in conf.task_queues} == {"web", "cpu.interpret", "gpu.h200"}
+    assert {q.name for q in conf.task_queues} == {"web", "cpu.interpret", "gpu.h200", "judge"}
     assert conf.task_default_queue == "web"
     app.loader.import_default_modules()
     route = app.amqp.router.route({}, "leaderboard.tasks.verify_reference_task")

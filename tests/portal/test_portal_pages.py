@@ -96,7 +96,9 @@ def test_transcript_viewer_escapes_and_folds(alpha):
              {"kind": "event", "turn": 1, "role": "assistant", "content": XSS,
               "tool_calls": [{"id": "c1", "name": "check", "arguments": "{\"smoke\": true}"}]},
              {"kind": "event", "turn": 1, "role": "tool", "tool_call_id": "c1", "content": "all correct"},
-             {"kind": "footer", "stop_reason": "done", "turns_used": 1}]
+             {"kind": "event", "turn": 2, "role": "assistant", "content": "peek",
+              "tool_calls": [{"id": "c2", "name": "read_file", "arguments": "{\"path\": \"../references/x/expert.py\"}"}]},
+             {"kind": "footer", "stop_reason": "done", "turns_used": 2}]
     blob = make_zip({"submission.toml": manifest_text(["silu-and-mul"]),
                      "silu-and-mul/kernel.py": expert_source("silu-and-mul"),
                      "silu-and-mul/transcript.jsonl": "\n".join(json.dumps(x) for x in lines)})
@@ -104,6 +106,8 @@ def test_transcript_viewer_escapes_and_folds(alpha):
     html = client_as(user).get(f"/submissions/{sub.pk}/transcript/silu-and-mul/").content.decode()
     assert XSS not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert 'id="turn-1"' in html and "<code>check</code>" in html and "<details>" in html
+    review = client_as(make_user("mod", moderator=True)).get(f"/moderation/{evaluated(sub).pk}/").content.decode()
+    assert "turn 2: tool call read_file mentions &#x27;references/&#x27;" in review
 
 
 def test_token_page_shows_the_secret_once_and_revokes(alpha):
@@ -163,3 +167,19 @@ def test_login_is_rate_limited(catalogue, settings):
 def test_bundle_format_page(catalogue):
     html = Client(HTTP_HOST="localhost").get("/docs/bundle-format/").content.decode()
     assert "<h1>Submission bundles" in html and "<table>" in html
+
+
+def test_review_shows_the_diff_against_the_previous_published_kernel(alpha):
+    from portal.moderation.services import do_moderate
+
+    team, user = alpha
+    mod = make_user("mod", moderator=True)
+    first, _ = actions.check_create_submission(team=team, user=user, blob=expert_bundle(), filename="a.zip")
+    do_moderate(evaluated(first), moderator=mod, decision="approve")
+    changed = expert_source("silu-and-mul").replace("one fused pass", "ONE FUSED PASS")
+    blob = make_zip({"submission.toml": manifest_text(["silu-and-mul"], guidance="L1"),
+                     "silu-and-mul/kernel.py": changed})
+    second, _ = actions.check_create_submission(team=team, user=user, blob=blob, filename="b.zip")
+    evaluated(second)
+    html = client_as(mod).get(f"/moderation/{second.pk}/").content.decode()
+    assert "Diff against the team" in html and "ONE FUSED PASS" in html and f"#{first.pk}/silu-and-mul/kernel.py" in html

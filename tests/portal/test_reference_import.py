@@ -53,3 +53,15 @@ def test_bad_files_write_nothing(task_tree, tmp_path: Path) -> None:
         call_command("import_reference_results", str(bad_json), str(check_run), stderr=err)
     assert "not JSON" in err.getvalue() and "without timing" in err.getvalue()
     assert ReferenceRun.objects.count() == 0 and ReferenceTiming.objects.count() == 0
+
+
+def test_task_page_shows_the_imported_reference_times(task_tree, client, django_assert_num_queries) -> None:
+    sync(_tree(task_tree))
+    call_command("import_reference_results", str(RESULT), stdout=StringIO())
+    with django_assert_num_queries(4):  # task, workloads, reference runs, their timings
+        html = client.get("/tasks/fused-add-rmsnorm/").content.decode()
+    assert 'id="reference-h200"' in html and "NVIDIA H200" in html and "h200-bench.json" in html
+    data = json.loads(RESULT.read_text())
+    raw = next(w for t in data["tasks"] if t["slug"] == "fused-add-rmsnorm" for w in t["workloads"] if w["name"] == "W1")
+    assert f"{raw['timings']['candidate']['median_ms'] * 1e3:,.1f}" in html
+    assert f"{raw['timings']['compile']['median_ms'] * 1e3:,.1f}" in html

@@ -6,11 +6,11 @@ the moderator in the ``moderators`` group. Running it again changes nothing that
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.text import slugify
 
-from portal.moderation.permissions import MODERATORS_GROUP
+from portal.moderation.permissions import moderators_group
 from portal.teams.models import Team
 from portal.teams.services import membership_add, team_create
 
@@ -43,5 +43,5 @@ class Command(BaseCommand):
         elif not team.memberships.filter(user=owner_user).exists():
             membership_add(team, owner_user, role="owner")
         if moderator:
-            self._user(moderator, password).groups.add(Group.objects.get(name=MODERATORS_GROUP))
+            self._user(moderator, password).groups.add(moderators_group())
             self.stdout.write(f"{moderator} is a moderator")

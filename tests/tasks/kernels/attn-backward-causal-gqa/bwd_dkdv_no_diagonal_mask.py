@@ -56,70 +56,96 @@ def _bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, lse_ptr, lse2_ptr, S, HQ,
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, q_base, do_base, lse2_base, delta_base, start_m, offs_n, S, stride_qs, stride_dos,
-               qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-               EVEN_M: tl.constexpr):
+def _load_rows(desc, base, row0, start, col, stride, S, D: tl.constexpr, BLOCK_D: tl.constexpr,
+               ROWS: tl.constexpr, USE_TMA: tl.constexpr, CHECK: tl.constexpr):
+    """Rows [start, start + ROWS) of one head: a [ROWS, BLOCK_D] tile (zero past S when CHECK).
+
+    With USE_TMA it is one bulk tensor copy from the flat [B * S, H * D] view: rows past S then hold
+    the next sequence's rows (or zeros past the tensor), which every caller neutralizes (an
+    infinite lse makes their probabilities zero, the causal mask drops such keys, stores skip them).
+    """
+    if USE_TMA:
+        tile = desc.load([row0 + start, col])
+    else:
+        offs = start + tl.arange(0, ROWS)
+        dcol = tl.arange(0, BLOCK_D)
+        ptrs = base + offs[:, None].to(tl.int64) * stride + dcol[None, :]
+        if CHECK or BLOCK_D != D:
+            tile = tl.load(ptrs, mask=(offs < S)[:, None] & (dcol < D)[None, :], other=0.0)
+        else:
+            tile = tl.load(ptrs)
+    return tile
+
+
+@triton.jit
+def _dkdv_tile(dk, dv, k, v, desc_q, desc_do, q_base, do_base, lse2_base, delta_base, row0, col, start_m, offs_n, S,
+               stride_qs, stride_dos, qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+               MASKED: tl.constexpr, EVEN_M: tl.constexpr, USE_TMA: tl.constexpr):
     """One query tile [start_m, start_m + BLOCK_M) of one head against the program's key tile."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    dcol = tl.arange(0, BLOCK_D)
-    rows = offs_m.to(tl.int64)
-    if MASKED or not EVEN_M:
-        row_ok = offs_m < S
-        qT = tl.load(q_base + rows[None, :] * stride_qs + dcol[:, None], mask=row_ok[None, :] & (dcol < D)[:, None],
-                     other=0.0)
-        lse2 = tl.load(lse2_base + offs_m, mask=row_ok, other=float("inf"))  # rows past S: P = 0
-    elif BLOCK_D != D:
-        qT = tl.load(q_base + rows[None, :] * stride_qs + dcol[:, None], mask=(dcol < D)[:, None], other=0.0)
-        lse2 = tl.load(lse2_base + offs_m)
+    CHECK: tl.constexpr = MASKED or not EVEN_M
+    q = _load_rows(desc_q, q_base, row0, start_m, col, stride_qs, S, D, BLOCK_D, BLOCK_M, USE_TMA, CHECK)
+    if CHECK:  # noqa: SIM108 (a compile-time branch)
+        lse2 = tl.load(lse2_base + offs_m, mask=offs_m < S, other=float("inf"))  # rows past S: P = 0
     else:
-        qT = tl.load(q_base + rows[None, :] * stride_qs + dcol[:, None])
         lse2 = tl.load(lse2_base + offs_m)
-    sT = tl.dot(k, qT)  # [BLOCK_N, BLOCK_M] = (Q K^T)^T
+    sT = tl.dot(k, tl.trans(q))  # [BLOCK_N, BLOCK_M] = (Q K^T)^T
     pT = tl.exp2(sT * qk_scale - lse2[None, :])
-    if MASKED or not EVEN_M:
-        do = tl.load(do_base + rows[:, None] * stride_dos + dcol[None, :], mask=row_ok[:, None] & (dcol < D)[None, :],
-                     other=0.0)
-        delta = tl.load(delta_base + offs_m, mask=row_ok, other=0.0)
-    elif BLOCK_D != D:
-        do = tl.load(do_base + rows[:, None] * stride_dos + dcol[None, :], mask=(dcol < D)[None, :], other=0.0)
-        delta = tl.load(delta_base + offs_m)
+    do = _load_rows(desc_do, do_base, row0, start_m, col, stride_dos, S, D, BLOCK_D, BLOCK_M, USE_TMA, CHECK)
+    if CHECK:  # noqa: SIM108 (a compile-time branch)
+        delta = tl.load(delta_base + offs_m, mask=offs_m < S, other=0.0)
     else:
-        do = tl.load(do_base + rows[:, None] * stride_dos + dcol[None, :])
         delta = tl.load(delta_base + offs_m)
     dv = tl.dot(pT.to(do.dtype), do, dv)
     dpT = tl.dot(v, tl.trans(do))  # [BLOCK_N, BLOCK_M] = (dO V^T)^T
     dsT = pT * (dpT - delta[None, :])
-    dk = tl.dot(dsT.to(qT.dtype), tl.trans(qT), dk)
+    dk = tl.dot(dsT.to(q.dtype), q, dk)
     return dk, dv
 
 
 @triton.jit
-def _dkdv_range(dk, dv, k, v, q_base, do_base, lse2_base, delta_base, lo, hi, offs_n, S, stride_qs, stride_dos,
-                qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                EVEN_M: tl.constexpr, INTERPRET: tl.constexpr):
+def _dkdv_range(dk, dv, k, v, desc_q, desc_do, q_base, do_base, lse2_base, delta_base, row0, col, lo, hi, offs_n, S,
+                stride_qs, stride_dos, qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                MASKED: tl.constexpr, EVEN_M: tl.constexpr, USE_TMA: tl.constexpr, INTERPRET: tl.constexpr):
     if INTERPRET:
         # The interpreter cannot take a loop bound derived from program_id in range(); the
         # compiled kernel takes the pipelined loop.
         start_m = lo
         while start_m < hi:
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_base, do_base, lse2_base, delta_base, start_m, offs_n, S, stride_qs,
-                                stride_dos, qk_scale, D, BLOCK_D, BLOCK_M, MASKED, EVEN_M)
+            dk, dv = _dkdv_tile(dk, dv, k, v, desc_q, desc_do, q_base, do_base, lse2_base, delta_base, row0, col,
+                                start_m, offs_n, S, stride_qs, stride_dos, qk_scale, D, BLOCK_D, BLOCK_M, MASKED,
+                                EVEN_M, USE_TMA)
             start_m += BLOCK_M
     else:
         for start_m in range(lo, hi, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_base, do_base, lse2_base, delta_base, start_m, offs_n, S, stride_qs,
-                                stride_dos, qk_scale, D, BLOCK_D, BLOCK_M, MASKED, EVEN_M)
+            dk, dv = _dkdv_tile(dk, dv, k, v, desc_q, desc_do, q_base, do_base, lse2_base, delta_base, row0, col,
+                                start_m, offs_n, S, stride_qs, stride_dos, qk_scale, D, BLOCK_D, BLOCK_M, MASKED,
+                                EVEN_M, USE_TMA)
     return dk, dv
 
 
 @triton.jit
+def _store_rows(desc, base, row, start, col, stride, S, tile, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                ROWS: tl.constexpr, BULK: tl.constexpr):
+    """Store a [ROWS, BLOCK_D] tile: one bulk copy when every row is inside the sequence."""
+    if BULK:
+        desc.store([row, col], tile.to(desc.dtype))
+    else:
+        offs = start + tl.arange(0, ROWS)
+        dcol = tl.arange(0, BLOCK_D)
+        tl.store(base + offs[:, None].to(tl.int64) * stride + dcol[None, :], tile.to(base.dtype.element_ty),
+                 mask=(offs < S)[:, None] & (dcol < D)[None, :])
+
+
+@triton.jit
 def _bwd_dkdv_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv_ptr, qk_scale, scale, S, num_units, num_n,
+    q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dk_ptr, dv_ptr,
+    desc_q, desc_do, desc_k, desc_v, desc_dk, desc_dv,
+    qk_scale, scale, S, num_units, num_n, HQ, HKV, G,
     stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
     stride_dob, stride_dos, stride_doh, stride_pk, stride_pb, stride_ps, stride_ph,
-    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, SPLIT: tl.constexpr, D: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr,
-    INTERPRET: tl.constexpr,
+    SPLIT: tl.constexpr, GS: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, USE_TMA: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
     n_blk = pid // num_units  # key tile 0 sees every query tile: heaviest first
@@ -130,114 +156,109 @@ def _bwd_dkdv_kernel(
     kvh = bkv % HKV
     n0 = n_blk * BLOCK_N
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    dcol = tl.arange(0, BLOCK_D)
-    key_ok = offs_n < S
-    kv_mask = key_ok[:, None] & (dcol < D)[None, :]
     b64 = b.to(tl.int64)
-    keys = offs_n[:, None].to(tl.int64)
-    k = tl.load(k_ptr + b64 * stride_kb + kvh * stride_kh + keys * stride_ks + dcol[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(v_ptr + b64 * stride_vb + kvh * stride_vh + keys * stride_vs + dcol[None, :], mask=kv_mask, other=0.0)
+    row0 = b * S
+    k = _load_rows(desc_k, k_ptr + b64 * stride_kb + kvh * stride_kh, row0, n0, kvh * D, stride_ks, S, D, BLOCK_D,
+                   BLOCK_N, USE_TMA, True)
+    v = _load_rows(desc_v, v_ptr + b64 * stride_vb + kvh * stride_vh, row0, n0, kvh * D, stride_vs, S, D, BLOCK_D,
+                   BLOCK_N, USE_TMA, True)
     dk = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], tl.float32)
     diag_hi = tl.minimum(n0 + BLOCK_N, S)
-    GS: tl.constexpr = G // SPLIT
-    for i in range(GS):
+    for i in range(GS):  # the query heads of this program's slice of the GQA group
         h = kvh * G + part * GS + i
         q_base = q_ptr + b64 * stride_qb + h * stride_qh
         do_base = do_ptr + b64 * stride_dob + h * stride_doh
         row_base = (b64 * HQ + h) * S
         # Diagonal query tiles [n0, n0 + BLOCK_N): causal mask. Below them every pair is attended.
-        dk, dv = _dkdv_range(dk, dv, k, v, q_base, do_base, lse2_ptr + row_base, delta_ptr + row_base, n0, diag_hi,
-                             offs_n, S, stride_qs, stride_dos, qk_scale, D, BLOCK_D, BLOCK_M, True, EVEN_M, INTERPRET)
-        dk, dv = _dkdv_range(dk, dv, k, v, q_base, do_base, lse2_ptr + row_base, delta_ptr + row_base, diag_hi, S,
-                             offs_n, S, stride_qs, stride_dos, qk_scale, D, BLOCK_D, BLOCK_M, False, EVEN_M,
-                             INTERPRET)
+        dk, dv = _dkdv_range(dk, dv, k, v, desc_q, desc_do, q_base, do_base, lse2_ptr + row_base,
+                             delta_ptr + row_base, row0, h * D, n0, diag_hi, offs_n, S, stride_qs, stride_dos,
+                             qk_scale, D, BLOCK_D, BLOCK_M, True, EVEN_M, USE_TMA, INTERPRET)
+        dk, dv = _dkdv_range(dk, dv, k, v, desc_q, desc_do, q_base, do_base, lse2_ptr + row_base,
+                             delta_ptr + row_base, row0, h * D, diag_hi, S, offs_n, S, stride_qs, stride_dos,
+                             qk_scale, D, BLOCK_D, BLOCK_M, False, EVEN_M, USE_TMA, INTERPRET)
     dk = dk * scale
-    out_off = part.to(tl.int64) * stride_pk + b64 * stride_pb + kvh * stride_ph + keys * stride_ps + dcol[None, :]
-    tl.store(dk_ptr + out_off, dk.to(dk_ptr.dtype.element_ty), mask=kv_mask)
-    tl.store(dv_ptr + out_off, dv.to(dv_ptr.dtype.element_ty), mask=kv_mask)
+    # Outputs (bf16, or fp32 partials of a group slice): row (part * B + b) * S + n0 of the flat view.
+    out_row = (part * (num_units // SPLIT // HKV) + b) * S + n0
+    out_base = part.to(tl.int64) * stride_pk + b64 * stride_pb + kvh * stride_ph
+    BULK: tl.constexpr = USE_TMA and EVEN_N
+    _store_rows(desc_dk, dk_ptr + out_base, out_row, n0, kvh * D, stride_ps, S, dk, D, BLOCK_D, BLOCK_N, BULK)
+    _store_rows(desc_dv, dv_ptr + out_base, out_row, n0, kvh * D, stride_ps, S, dv, D, BLOCK_D, BLOCK_N, BULK)
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, S, stride_ks, stride_vs, qk_scale,
-             D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
+def _dq_tile(dq, q, do, lse2, delta, desc_k, desc_v, k_base, v_base, row0, col, start_n, offs_m, S, stride_ks,
+             stride_vs, qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+             MASKED: tl.constexpr, USE_TMA: tl.constexpr):
     """One key tile [start_n, start_n + BLOCK_N) against the program's query tile."""
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    dcol = tl.arange(0, BLOCK_D)
-    keys = offs_n[None, :].to(tl.int64)
-    if MASKED:
-        m = (offs_n < S)[None, :] & (dcol < D)[:, None]
-        kT = tl.load(k_base + keys * stride_ks + dcol[:, None], mask=m, other=0.0)
-        vT = tl.load(v_base + keys * stride_vs + dcol[:, None], mask=m, other=0.0)
-    elif BLOCK_D != D:
-        kT = tl.load(k_base + keys * stride_ks + dcol[:, None], mask=(dcol < D)[:, None], other=0.0)
-        vT = tl.load(v_base + keys * stride_vs + dcol[:, None], mask=(dcol < D)[:, None], other=0.0)
-    else:
-        kT = tl.load(k_base + keys * stride_ks + dcol[:, None])
-        vT = tl.load(v_base + keys * stride_vs + dcol[:, None])
-    s = tl.dot(q, kT)
+    k = _load_rows(desc_k, k_base, row0, start_n, col, stride_ks, S, D, BLOCK_D, BLOCK_N, USE_TMA, MASKED)
+    v = _load_rows(desc_v, v_base, row0, start_n, col, stride_vs, S, D, BLOCK_D, BLOCK_N, USE_TMA, MASKED)
+    s = tl.dot(q, tl.trans(k))
     p = tl.exp2(s * qk_scale - lse2[:, None])
     if MASKED:
         p = tl.where(offs_n[None, :] <= offs_m[:, None], p, 0.0)
-    dp = tl.dot(do, vT)
+    dp = tl.dot(do, tl.trans(v))
     ds = p * (dp - delta[:, None])
-    dq = tl.dot(ds.to(kT.dtype), tl.trans(kT), dq)
+    dq = tl.dot(ds.to(k.dtype), k, dq)
     return dq
 
 
 @triton.jit
-def _dq_range(dq, q, do, lse2, delta, k_base, v_base, lo, hi, offs_m, S, stride_ks, stride_vs, qk_scale,
-              D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
-              INTERPRET: tl.constexpr):
+def _dq_range(dq, q, do, lse2, delta, desc_k, desc_v, k_base, v_base, row0, col, lo, hi, offs_m, S, stride_ks,
+              stride_vs, qk_scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+              MASKED: tl.constexpr, USE_TMA: tl.constexpr, INTERPRET: tl.constexpr):
     if INTERPRET:
         start_n = lo
         while start_n < hi:
-            dq = _dq_tile(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, S, stride_ks, stride_vs, qk_scale,
-                          D, BLOCK_D, BLOCK_N, MASKED)
+            dq = _dq_tile(dq, q, do, lse2, delta, desc_k, desc_v, k_base, v_base, row0, col, start_n, offs_m, S,
+                          stride_ks, stride_vs, qk_scale, D, BLOCK_D, BLOCK_N, MASKED, USE_TMA)
             start_n += BLOCK_N
     else:
         for start_n in range(lo, hi, BLOCK_N):
-            dq = _dq_tile(dq, q, do, lse2, delta, k_base, v_base, start_n, offs_m, S, stride_ks, stride_vs, qk_scale,
-                          D, BLOCK_D, BLOCK_N, MASKED)
+            dq = _dq_tile(dq, q, do, lse2, delta, desc_k, desc_v, k_base, v_base, row0, col, start_n, offs_m, S,
+                          stride_ks, stride_vs, qk_scale, D, BLOCK_D, BLOCK_N, MASKED, USE_TMA)
     return dq
 
 
 @triton.jit
 def _bwd_dq_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, qk_scale, scale, S, num_bh, num_m,
+    q_ptr, k_ptr, v_ptr, do_ptr, lse2_ptr, delta_ptr, dq_ptr, desc_q, desc_do, desc_k, desc_v, desc_dq,
+    qk_scale, scale, S, num_bh, num_m, HQ, G,
     stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
     stride_dob, stride_dos, stride_doh, stride_dqb, stride_dqs, stride_dqh,
-    HQ: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr,
+    D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_M: tl.constexpr,
+    USE_TMA: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     pid = tl.program_id(0)
     m_blk = num_m - 1 - pid // num_bh  # the last query tile sees every key tile: heaviest first
-    bh = pid % num_bh
+    bh = pid % num_bh  # the query heads of a group adjacent: their K/V tiles are shared in L2
     b = bh // HQ
     h = bh % HQ
     kvh = h // G
     m0 = m_blk * BLOCK_M
     offs_m = m0 + tl.arange(0, BLOCK_M)
     row_ok = offs_m < S
-    dcol = tl.arange(0, BLOCK_D)
-    mask = row_ok[:, None] & (dcol < D)[None, :]
     b64 = b.to(tl.int64)
-    rows = offs_m[:, None].to(tl.int64)
-    q = tl.load(q_ptr + b64 * stride_qb + h * stride_qh + rows * stride_qs + dcol[None, :], mask=mask, other=0.0)
-    do = tl.load(do_ptr + b64 * stride_dob + h * stride_doh + rows * stride_dos + dcol[None, :], mask=mask, other=0.0)
+    row0 = b * S
+    q = _load_rows(desc_q, q_ptr + b64 * stride_qb + h * stride_qh, row0, m0, h * D, stride_qs, S, D, BLOCK_D,
+                   BLOCK_M, USE_TMA, True)
+    do = _load_rows(desc_do, do_ptr + b64 * stride_dob + h * stride_doh, row0, m0, h * D, stride_dos, S, D, BLOCK_D,
+                    BLOCK_M, USE_TMA, True)
     row_base = bh.to(tl.int64) * S
     lse2 = tl.load(lse2_ptr + row_base + offs_m, mask=row_ok, other=float("inf"))
     delta = tl.load(delta_ptr + row_base + offs_m, mask=row_ok, other=0.0)
     k_base = k_ptr + b64 * stride_kb + kvh * stride_kh
     v_base = v_ptr + b64 * stride_vb + kvh * stride_vh
     dq = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    dq = _dq_range(dq, q, do, lse2, delta, k_base, v_base, 0, m0, offs_m, S, stride_ks, stride_vs, qk_scale,
-                   D, BLOCK_D, BLOCK_N, False, INTERPRET)
-    dq = _dq_range(dq, q, do, lse2, delta, k_base, v_base, m0, tl.minimum(m0 + BLOCK_M, S), offs_m, S, stride_ks,
-                   stride_vs, qk_scale, D, BLOCK_D, BLOCK_N, True, INTERPRET)
+    dq = _dq_range(dq, q, do, lse2, delta, desc_k, desc_v, k_base, v_base, row0, kvh * D, 0, m0, offs_m, S,
+                   stride_ks, stride_vs, qk_scale, D, BLOCK_D, BLOCK_N, False, USE_TMA, INTERPRET)
+    dq = _dq_range(dq, q, do, lse2, delta, desc_k, desc_v, k_base, v_base, row0, kvh * D, m0,
+                   tl.minimum(m0 + BLOCK_M, S), offs_m, S, stride_ks, stride_vs, qk_scale, D, BLOCK_D, BLOCK_N, True,
+                   USE_TMA, INTERPRET)
     dq = dq * scale
-    tl.store(dq_ptr + b64 * stride_dqb + h * stride_dqh + rows * stride_dqs + dcol[None, :],
-             dq.to(dq_ptr.dtype.element_ty), mask=mask)
+    _store_rows(desc_dq, dq_ptr + b64 * stride_dqb + h * stride_dqh, row0 + m0, m0, h * D, stride_dqs, S, dq, D,
+                BLOCK_D, BLOCK_M, USE_TMA and EVEN_M)
 
 
 @triton.jit
@@ -254,21 +275,41 @@ def _sum_partials_kernel(pk_ptr, pv_ptr, dk_ptr, dv_ptr, n, part_stride, SPLIT: 
     tl.store(dv_ptr + offs, acc_v.to(dv_ptr.dtype.element_ty), mask=ok)
 
 
-_DKDV_CONFIGS = [
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 32, "BLOCK_N": 128}, num_warps=8, num_stages=3),
-]
-_DQ_CONFIGS = [
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=4, num_stages=3),
-]
+def _dkdv_blocks(nargs):
+    """Autotune pre-hook: descriptor block shapes follow the configuration's tiles."""
+    d = nargs["BLOCK_D"]
+    for name in ("desc_q", "desc_do"):
+        nargs[name].block_shape = [nargs["BLOCK_M"], d]
+    for name in ("desc_k", "desc_v", "desc_dk", "desc_dv"):
+        nargs[name].block_shape = [nargs["BLOCK_N"], d]
+
+
+def _dq_blocks(nargs):
+    d = nargs["BLOCK_D"]
+    for name in ("desc_q", "desc_do", "desc_dq"):
+        nargs[name].block_shape = [nargs["BLOCK_M"], d]
+    for name in ("desc_k", "desc_v"):
+        nargs[name].block_shape = [nargs["BLOCK_N"], d]
+
+
+def _cfg(bm: int, bn: int, warps: int, stages: int, hook) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, pre_hook=hook)
+
+
+#: Hopper candidates (from sm_90 compiles). dK/dV: a program owns 128 keys over two warpgroups
+#: (each 64 key rows of all four products); query tiles of 64 or 32 rows stream through the ring.
+#: dQ: a program owns 128 queries; key tiles of 64 or 32 stream.
+_DKDV_CONFIGS = [_cfg(64, 128, 8, 2, _dkdv_blocks), _cfg(64, 128, 8, 3, _dkdv_blocks),
+                 _cfg(32, 128, 8, 3, _dkdv_blocks), _cfg(32, 128, 8, 4, _dkdv_blocks)]
+_DQ_CONFIGS = [_cfg(128, 64, 8, 2, _dq_blocks), _cfg(128, 64, 8, 3, _dq_blocks), _cfg(128, 32, 8, 3, _dq_blocks),
+               _cfg(128, 32, 8, 4, _dq_blocks)]
 _DKDV_BLOCK_N = 128  # every tuned dK/dV configuration owns 128 keys
 _DQ_BLOCK_M = 128  # every tuned dQ configuration owns 128 queries
-_dkdv_tuned = triton.autotune(configs=_DKDV_CONFIGS, key=["S", "HQ", "G", "SPLIT", "D"])(
-    triton.heuristics({"EVEN_M": lambda a: a["S"] % a["BLOCK_M"] == 0})(_bwd_dkdv_kernel))
-_dq_tuned = triton.autotune(configs=_DQ_CONFIGS, key=["S", "HQ", "G", "D"])(_bwd_dq_kernel)
+_dkdv_tuned = triton.autotune(configs=_DKDV_CONFIGS, key=["S", "HQ", "G", "SPLIT", "GS", "D"])(
+    triton.heuristics({"EVEN_M": lambda a: a["S"] % a["BLOCK_M"] == 0,
+                       "EVEN_N": lambda a: a["S"] % a["BLOCK_N"] == 0})(_bwd_dkdv_kernel))
+_dq_tuned = triton.autotune(configs=_DQ_CONFIGS, key=["S", "HQ", "G", "D"])(
+    triton.heuristics({"EVEN_M": lambda a: a["S"] % a["BLOCK_M"] == 0})(_bwd_dq_kernel))
 
 
 def _group_split(units: int, key_tiles: int, G: int, target: int) -> int:
@@ -277,6 +318,12 @@ def _group_split(units: int, key_tiles: int, G: int, target: int) -> int:
         if G % split == 0 and units * key_tiles * split >= target:
             return split
     return G
+
+
+def _desc(t: torch.Tensor, rows: int, cols: int, block: list[int]):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor.from_tensor(t.reshape(rows, cols), block)
 
 
 def attn_backward_causal_gqa(
@@ -304,6 +351,8 @@ def attn_backward_causal_gqa(
     lse = lse.contiguous()
     block_d = max(16, triton.next_power_of_2(D))
     qk_scale = scale * LOG2E
+    # Bulk tensor copies need the flat [B * S, H * D] views and a power-of-two head dim.
+    tma = block_d == D and all(t.is_contiguous() for t in (q, k, v, do)) and (D * q.element_size()) % 16 == 0
 
     delta = torch.empty(B, Hq, S, dtype=torch.float32, device=dev)
     lse2 = torch.empty_like(delta)
@@ -313,8 +362,8 @@ def attn_backward_causal_gqa(
         do.stride(2), D=D, BLOCK_D=block_d, BLOCK_S=pre_s, num_warps=4)
 
     # dK, dV: programs per (key tile, batch, kv head, group slice).
-    block_n = 32 if interpret else _DKDV_BLOCK_N
-    key_tiles = triton.cdiv(S, block_n)
+    bm, bn = (16, 32) if interpret else (64, _DKDV_BLOCK_N)
+    key_tiles = triton.cdiv(S, bn)
     split = _group_split(B * Hkv, key_tiles, G, 4 if interpret else 3 * 132)
     if split == 1:
         pk, pv = dk, dv
@@ -323,31 +372,51 @@ def attn_backward_causal_gqa(
         pv = torch.empty_like(pk)
     part_stride = pk.stride(0) if split > 1 else 0
     units = B * Hkv * split
-    args = (q, k, v, do, lse2, delta, pk, pv, qk_scale, scale, S, units, key_tiles,
+    if tma:
+        descs = (_desc(q, B * S, Hq * D, [bm, D]), _desc(do, B * S, Hq * D, [bm, D]),
+                 _desc(k, B * S, Hkv * D, [bn, D]), _desc(v, B * S, Hkv * D, [bn, D]),
+                 _desc(pk, split * B * S, Hkv * D, [bn, D]), _desc(pv, split * B * S, Hkv * D, [bn, D]))
+    else:
+        descs = (None,) * 6
+    args = (q, k, v, do, lse2, delta, pk, pv, *descs, qk_scale, scale, S, units, key_tiles, Hq, Hkv, G,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             part_stride, pk.stride(-4), pk.stride(-3), pk.stride(-2))
-    meta = dict(HQ=Hq, HKV=Hkv, G=G, SPLIT=split, D=D, BLOCK_D=block_d)
+    meta = dict(SPLIT=split, GS=G // split, D=D, BLOCK_D=block_d)
+    grid = (key_tiles * units,)
     if interpret:
-        _bwd_dkdv_kernel[(key_tiles * units,)](*args, **meta, BLOCK_M=16, BLOCK_N=block_n, EVEN_M=S % 16 == 0,
-                                               INTERPRET=True)
+        _bwd_dkdv_kernel[grid](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, EVEN_M=S % bm == 0, EVEN_N=S % bn == 0,
+                               USE_TMA=tma, INTERPRET=True)
+    elif tma:
+        _dkdv_tuned[grid](*args, **meta, USE_TMA=True, INTERPRET=False)
     else:
-        _dkdv_tuned[(key_tiles * units,)](*args, **meta, INTERPRET=False)
+        _bwd_dkdv_kernel[grid](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, EVEN_M=S % bm == 0, EVEN_N=S % bn == 0,
+                               USE_TMA=False, INTERPRET=False, num_warps=8, num_stages=2)
     if split > 1:
         n = B * S * Hkv * D
         _sum_partials_kernel[(triton.cdiv(n, 1024),)](pk, pv, dk, dv, n, part_stride, SPLIT=split, BLOCK=1024,
                                                       num_warps=4)
 
     # dQ: programs per (query tile, batch, query head), the heads of a group adjacent.
-    block_m = 32 if interpret else _DQ_BLOCK_M
-    num_m = triton.cdiv(S, block_m)
-    args = (q, k, v, do, lse2, delta, dq, qk_scale, scale, S, B * Hq, num_m,
+    bm, bn = (32, 16) if interpret else (_DQ_BLOCK_M, 64)
+    num_m = triton.cdiv(S, bm)
+    if tma:
+        descs = (_desc(q, B * S, Hq * D, [bm, D]), _desc(do, B * S, Hq * D, [bm, D]),
+                 _desc(k, B * S, Hkv * D, [bn, D]), _desc(v, B * S, Hkv * D, [bn, D]),
+                 _desc(dq, B * S, Hq * D, [bm, D]))
+    else:
+        descs = (None,) * 5
+    args = (q, k, v, do, lse2, delta, dq, *descs, qk_scale, scale, S, B * Hq, num_m, Hq, G,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), do.stride(0), do.stride(1), do.stride(2),
             dq.stride(0), dq.stride(1), dq.stride(2))
-    meta = dict(HQ=Hq, G=G, D=D, BLOCK_D=block_d)
+    meta = dict(D=D, BLOCK_D=block_d)
+    grid = (num_m * B * Hq,)
     if interpret:
-        _bwd_dq_kernel[(num_m * B * Hq,)](*args, **meta, BLOCK_M=block_m, BLOCK_N=16, INTERPRET=True)
+        _bwd_dq_kernel[grid](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, EVEN_M=S % bm == 0, USE_TMA=tma, INTERPRET=True)
+    elif tma:
+        _dq_tuned[grid](*args, **meta, USE_TMA=True, INTERPRET=False)
     else:
-        _dq_tuned[(num_m * B * Hq,)](*args, **meta, INTERPRET=False)
+        _bwd_dq_kernel[grid](*args, **meta, BLOCK_M=bm, BLOCK_N=bn, EVEN_M=S % bm == 0, USE_TMA=False,
+                             INTERPRET=False, num_warps=8, num_stages=2)
     return dq, dk, dv

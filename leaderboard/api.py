@@ -1,0 +1,53 @@
+"""``/api/v1/leaderboard/`` and ``/api/v1/pairs/``: the same data as the pages, for harnesses and notebooks."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
+from leaderboard import board, board_queries
+from leaderboard.board_views import GUIDANCE, board_data, filters_from
+
+FILTERS = [
+    OpenApiParameter("hardware", str, description="hardware profile, e.g. h200"),
+    OpenApiParameter("category", str, description="'all' or a task category"),
+    OpenApiParameter("guidance", str, enum=list(GUIDANCE)),
+    OpenApiParameter("model", str, description="substring of the model name"),
+    OpenApiParameter("sort", str, enum=list(board_queries.SORTS)),
+]
+
+
+
+
+class LeaderboardView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(parameters=FILTERS, responses={200: OpenApiTypes.OBJECT},
+                   summary="Leaderboard rows of a hardware profile (published results and reference rows)")
+    def get(self, request: Request) -> Response:
+        f = filters_from(request._request)
+        return Response({"hardware": f.hardware, "scope": f.scope, "penalty_speedup": FAILURE_PENALTY_SPEEDUP,
+                         "rows": board_data(f)})
+
+
+class PairsView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(parameters=FILTERS[:1], responses={200: OpenApiTypes.OBJECT},
+                   summary="Every guided/unguided pair of a hardware profile with its paired comparison")
+    def get(self, request: Request) -> Response:
+        f = filters_from(request._request)
+        out = []
+        for p in board.pairs(board_queries.entries(f.hardware), n_boot=5000):
+            c = p.comparison
+            out.append({"unguided": int(p.unguided.key), "guided": int(p.guided.key), "model": p.guided.model,
+                        "team": p.guided.team, "conditions": [p.unguided.condition, p.guided.condition],
+                        "score_ratio": c.score_ratio, "ci": [c.ci_low, c.ci_high], "confidence": c.confidence,
+                        "wilcoxon_p": c.wilcoxon_p, "sign_test_p": c.sign_test_p, "verdict": c.verdict,
+                        "per_task_ratios": c.per_task_ratios})
+        return Response({"hardware": f.hardware, "pairs": out})

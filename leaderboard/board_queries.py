@@ -1,0 +1,115 @@
+"""Reads of the leaderboard: stored scores of published submissions plus the reference rows.
+
+Only published results exist in :mod:`portal.scores` (rows are written at publication and removed
+when a result stops being public), so nothing here can leak an unpublished result. The reference
+rows (eager, torch.compile, expert) are scored from the latest imported reference run of the
+profile through :func:`evaluator.score_result.score_run`, the same code as every other row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from evaluator.result import RunResult
+from evaluator.score_result import score_run
+from evaluator.scoring import SubmissionScore as Scored
+from evaluator.scoring import TaskScore as Score
+from evaluator.scoring import eager_reference, submission_score
+from leaderboard import board
+from leaderboard.models import ReferenceRun, Task
+from portal.scores.models import ALL, SubmissionScore, TaskScore
+
+SORTS = {
+    "score": "-performance_score", "correct": "-correct_count", "geomean": "-geomean_correct",
+    "sol": "-mean_sol_fraction", "date": "-published_at", "model": "model_name", "turns": "turns_used",
+}
+
+
+@dataclass(frozen=True)
+class Filters:
+    hardware: str
+    scope: str = ALL  # "all" or a task category
+    guidance: str = ""
+    model: str = ""
+    sort: str = "score"
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    name: str  # "PyTorch eager" | "torch.compile" | "expert kernels"
+    score: Scored
+    run: ReferenceRun | None
+
+
+def hardware_profiles() -> list[str]:
+    found = set(SubmissionScore.objects.values_list("hardware", flat=True).distinct())
+    found |= set(ReferenceRun.objects.values_list("hardware", flat=True).distinct())
+    return sorted(found)
+
+
+def categories() -> list[str]:
+    return sorted(set(Task.objects.filter(retired=False).values_list("category", flat=True)))
+
+
+def suite(scope: str = ALL) -> list[str]:
+    qs = Task.objects.filter(retired=False).order_by("task_id")
+    if scope != ALL:
+        qs = qs.filter(category=scope)
+    return list(qs.values_list("slug", flat=True))
+
+
+def rows(f: Filters) -> QuerySet[SubmissionScore]:
+    """The board: the latest published submission of every group, filtered and sorted."""
+    qs = SubmissionScore.objects.filter(hardware=f.hardware, scope=f.scope, is_latest=True)
+    if f.guidance:
+        qs = qs.filter(guidance=f.guidance)
+    if f.model:
+        qs = qs.filter(model_name__icontains=f.model)
+    order = SORTS.get(f.sort, SORTS["score"])
+    return qs.select_related("submission").order_by(order, "-performance_score", "submission_id")
+
+
+def reference_rows(hardware: str, scope: str = ALL) -> list[ReferenceRow]:
+    slugs = suite(scope)
+    out = [ReferenceRow("PyTorch eager", eager_reference(slugs), None)] if slugs else []
+    run = ReferenceRun.objects.filter(hardware=hardware).order_by("-started_at").first()
+    if run is None or not slugs:
+        return out
+    result = RunResult.model_validate(run.result_json)
+    for provider, name in (("compile", "torch.compile"), ("candidate", "expert kernels")):
+        scores = {slug: s for slug, s in score_run(result, provider).items() if slug in slugs}
+        if scores and any(s.correct for s in scores.values()):
+            out.append(ReferenceRow(name, submission_score(scores, slugs), run))
+    return out
+
+
+def expert_speedups(hardware: str) -> dict[str, float]:
+    """Task slug -> the expert's S on this profile (for the paired scatter)."""
+    run = ReferenceRun.objects.filter(hardware=hardware).order_by("-started_at").first()
+    if run is None:
+        return {}
+    scores = score_run(RunResult.model_validate(run.result_json), "candidate")
+    return {slug: s.speedup for slug, s in scores.items() if s.speedup}
+
+
+def entries(hardware: str, mode: str = "kernel") -> list[board.Entry]:
+    """Latest published submissions of the profile as :class:`leaderboard.board.Entry`, with task scores."""
+    subs = list(SubmissionScore.objects.filter(hardware=hardware, scope=ALL, is_latest=True, mode=mode))
+    by_sub: dict[int, dict[str, Score]] = {s.submission_id: {} for s in subs}
+    for ts in TaskScore.objects.filter(submission_id__in=by_sub).select_related("task"):
+        by_sub[ts.submission_id][ts.task.slug] = Score(ts.correct, ts.speedup, ts.sol_fraction, tuple(ts.findings))
+    return [board.Entry(key=str(s.submission_id), team=s.team_name, model=s.model_name, harness=s.harness_name,
+                        condition=s.guidance, budget=s.budget, hardware=s.hardware, tasks=by_sub[s.submission_id],
+                        date=s.published_at.isoformat(), turns_used=s.turns_used, design_score=s.design_score,
+                        implementation_score=s.implementation_score) for s in subs]
+
+
+def task_categories() -> dict[str, str]:
+    return dict(Task.objects.values_list("slug", "category"))
+
+
+def task_labels(slugs: Sequence[str]) -> dict[str, str]:
+    return {slug: f"{tid} {slug}" for slug, tid in Task.objects.filter(slug__in=slugs).values_list("slug", "task_id")}

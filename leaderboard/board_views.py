@@ -1,0 +1,148 @@
+"""The public leaderboard pages: the board per hardware profile, its exports, and the paired view.
+
+Server-rendered tables that work without JavaScript; the Plotly charts are built on the server
+(:mod:`leaderboard.charts`) and drawn by plotly.js from our own static files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
+from leaderboard import board, board_queries, charts
+from portal.scores.models import ALL, SubmissionScore
+
+GUIDANCE = ("none", "L1", "L1+L2", "L1+L2+L3")
+
+
+def filters_from(request: HttpRequest) -> board_queries.Filters:
+    profiles = board_queries.hardware_profiles()
+    hardware = request.GET.get("hardware") or (profiles[0] if profiles else "h200")
+    scope = request.GET.get("category") or ALL
+    if scope != ALL and scope not in board_queries.categories():
+        scope = ALL
+    guidance = request.GET.get("guidance", "")
+    return board_queries.Filters(hardware=hardware, scope=scope,
+                                 guidance=guidance if guidance in GUIDANCE else "",
+                                 model=request.GET.get("model", "")[:100],
+                                 sort=request.GET.get("sort", "score") if request.GET.get("sort") in board_queries.SORTS
+                                 else "score")
+
+
+def row_dict(s: SubmissionScore) -> dict[str, Any]:
+    """One row as exported (CSV, JSON, API): the stored scores, nothing recomputed."""
+    return {
+        "submission": s.submission_id, "team": s.team_name, "model": s.model_name, "harness": s.harness_name,
+        "guidance": s.guidance, "mode": s.mode, "budget": s.budget, "hardware": s.hardware, "scope": s.scope,
+        "performance_score": s.performance_score, "correctness_rate": s.correctness_rate,
+        "suite_correctness_rate": s.suite_correctness_rate, "correct": s.correct_count, "attempted": s.attempted,
+        "suite_size": s.suite_size, "geomean_speedup_correct": s.geomean_correct,
+        **{f"fast_{p}": v for p, v in s.fast_p.items()}, "mean_sol_fraction": s.mean_sol_fraction,
+        "design_score": s.design_score, "implementation_score": s.implementation_score,
+        "turns_used": s.turns_used, "published_at": s.published_at.isoformat(), "reference": False,
+    }
+
+
+def reference_dict(r: board_queries.ReferenceRow, f: board_queries.Filters) -> dict[str, Any]:
+    sc = r.score
+    return {"submission": None, "team": "", "model": r.name, "harness": "", "guidance": "reference", "mode": "kernel",
+            "budget": None, "hardware": f.hardware, "scope": f.scope, "performance_score": sc.performance_score,
+            "correctness_rate": sc.correctness_rate, "suite_correctness_rate": sc.suite_correctness_rate,
+            "correct": sc.correct_count, "attempted": sc.attempted, "suite_size": sc.suite_size,
+            "geomean_speedup_correct": sc.geomean_correct, **{f"fast_{p}": v for p, v in sc.fast_p.items()},
+            "mean_sol_fraction": sc.mean_sol_fraction, "design_score": None, "implementation_score": None,
+            "turns_used": None, "published_at": r.run.started_at.isoformat() if r.run else None, "reference": True}
+
+
+def board_data(f: board_queries.Filters) -> list[dict[str, Any]]:
+    return [reference_dict(r, f) for r in board_queries.reference_rows(f.hardware, f.scope)] + [
+        row_dict(s) for s in board_queries.rows(f)]
+
+
+def _board_charts(f: board_queries.Filters, rows: list[SubmissionScore]) -> dict[str, Any]:
+    bars = [charts.ScoreBar(r.model_name, r.guidance, r.performance_score) for r in rows if r.mode == "kernel"]
+    cats = [charts.CategoryCount(f"{r.model_name} · {r.guidance}", r.scope, r.correct_count, r.suite_size)
+            for r in SubmissionScore.objects.filter(hardware=f.hardware, is_latest=True, mode="kernel")
+            .exclude(scope=ALL).order_by("model_name", "guidance", "scope")[:400]]
+    out = {}
+    if bars:
+        out["scores"] = charts.score_bars(bars)
+    if cats:
+        out["categories"] = charts.correctness_by_category(cats)
+    labels = board_queries.task_labels(board_queries.suite(ALL))
+    experts = board_queries.expert_speedups(f.hardware)
+    sol_rows = []
+    for e in board_queries.entries(f.hardware)[:20]:
+        sol_rows += [charts.SolPoint(e.label, labels.get(slug, slug), s.sol_fraction) for slug, s in e.tasks.items()]
+    ref = board_queries.reference_rows(f.hardware, ALL)
+    if experts or sol_rows:
+        run = ref[-1].run if ref and ref[-1].run else None
+        if run is not None:
+            from evaluator.result import RunResult
+            from evaluator.score_result import score_run
+
+            for slug, s in score_run(RunResult.model_validate(run.result_json), "candidate").items():
+                sol_rows.append(charts.SolPoint("expert kernels", labels.get(slug, slug), s.sol_fraction))
+        if sol_rows:
+            out["sol"] = charts.sol_per_task(sol_rows)
+    judged = [charts.JudgePoint(e.label, "suite", e.design_score, e.implementation_score)
+              for e in board_queries.entries(f.hardware) if e.design_score is not None and e.implementation_score is not None]
+    if judged:
+        out["judge"] = charts.design_vs_implementation(judged)
+    return out
+
+
+def leaderboard(request: HttpRequest) -> HttpResponse:
+    f = filters_from(request)
+    fmt = request.GET.get("format", "")
+    if fmt == "json":
+        return JsonResponse({"hardware": f.hardware, "scope": f.scope, "penalty_speedup": FAILURE_PENALTY_SPEEDUP,
+                             "rows": board_data(f)})
+    if fmt == "csv":
+        data = board_data(f)
+        buf = io.StringIO()
+        if data:
+            writer = csv.DictWriter(buf, fieldnames=list(data[0]))
+            writer.writeheader()
+            writer.writerows(data)
+        resp = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
+        resp["Content-Disposition"] = f'attachment; filename="d2k-leaderboard-{f.hardware}-{f.scope}.csv"'
+        return resp
+    rows = list(board_queries.rows(f))
+    context = {
+        "f": f, "rows": rows, "references": board_queries.reference_rows(f.hardware, f.scope),
+        "profiles": board_queries.hardware_profiles() or [f.hardware], "categories": board_queries.categories(),
+        "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
+        "charts": _board_charts(f, rows),
+    }
+    return render(request, "leaderboard/board.html", context)
+
+
+def pairs(request: HttpRequest) -> HttpResponse:
+    f = filters_from(request)
+    entries = board_queries.entries(f.hardware)
+    found = board.pairs(entries, n_boot=5000)
+    labels = board_queries.task_labels(board_queries.suite(ALL))
+    experts = {labels.get(k, k): v for k, v in board_queries.expert_speedups(f.hardware).items()}
+    views = []
+    for i, p in enumerate(found):
+        tasks = []
+        for slug in p.suite:
+            u, g = p.unguided.tasks.get(slug), p.guided.tasks.get(slug)
+            tasks.append({"slug": slug, "label": labels.get(slug, slug), "unguided": u.speedup if u else None,
+                          "guided": g.speedup if g else None, "ratio": p.comparison.per_task_ratios[slug]})
+        points = [charts.PairPoint(t["label"], "all workloads", t["unguided"], t["guided"]) for t in tasks]
+        scatter = charts.paired_scatter(points, {t["label"]: experts[t["label"]] for t in tasks if t["label"] in experts},
+                                        f"{p.guided.model}: {p.unguided.condition} vs {p.guided.condition}")
+        views.append({"pair": p, "tasks": tasks, "chart_id": f"pair-{i}", "chart": scatter,
+                      "log_ratio": math.log(p.comparison.score_ratio)})
+    curves = board.ablations(entries, board_queries.suite(ALL))
+    context = {"f": f, "pairs": views, "profiles": board_queries.hardware_profiles() or [f.hardware],
+               "ablation": charts.ablation(curves) if curves else None, "penalty": FAILURE_PENALTY_SPEEDUP}
+    return render(request, "leaderboard/pairs.html", context)

@@ -1,0 +1,103 @@
+"""Compute and store the scores of a published submission (the only writer of :mod:`portal.scores.models`).
+
+Called by the moderation service when a result is published (and again on un-publishing, to
+remove them). The engine's per-workload JSON is turned back into :class:`evaluator.result.TaskResult`
+and scored by :func:`evaluator.score_result.score_task_result`; the suite is the live catalogue
+(every non-retired task), so a submission that skipped a task is scored with the failure penalty
+for it, exactly as :func:`evaluator.scoring.submission_score` defines.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db import transaction
+
+from evaluator.result import TaskResult as EngineTaskResult
+from evaluator.result import WorkloadResult as EngineWorkloadResult
+from evaluator.score_result import score_task_result
+from evaluator.scoring import TaskScore as Score
+from evaluator.scoring import submission_score
+from leaderboard.models import Task
+from portal.scores.models import ALL, SubmissionScore, TaskScore
+from portal.submissions.models import EvaluationAttempt, Submission
+
+
+def engine_result(row) -> EngineTaskResult:  # noqa: ANN001 - a portal.submissions TaskResult
+    """The engine's TaskResult rebuilt from its stored rows (workloads from their JSON)."""
+    return EngineTaskResult(
+        slug=row.task.slug, status=row.status, error_code=row.error_code, reason=row.reason,
+        verdict=row.verdict if row.verdict in ("clean", "suspicious", "rejected-cheat", "bug", "unjudged") else "unjudged",
+        workloads=[EngineWorkloadResult.model_validate(w.data) for w in row.workloads.all()],
+    )
+
+
+def attempt_task_scores(attempt: EvaluationAttempt) -> dict[str, Score]:
+    rows = attempt.task_results.select_related("task").prefetch_related("workloads")
+    return {row.task.slug: score_task_result(engine_result(row)) for row in rows}
+
+
+def suites() -> dict[str, list[str]]:
+    """``all`` -> every live task; each category -> its live tasks (ordered by task id)."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for slug, category in Task.objects.filter(retired=False).order_by("task_id").values_list("slug", "category"):
+        out[ALL].append(slug)
+        out[category].append(slug)
+    return dict(out)
+
+
+def _group(submission: Submission) -> dict[str, object]:
+    return {"hardware": submission.hardware, "guidance": submission.guidance, "mode": submission.mode,
+            "budget": submission.budget, "team_name": submission.team.name, "model_name": str(submission.model),
+            "harness_name": str(submission.harness)}
+
+
+@transaction.atomic
+def record_scores(submission: Submission) -> list[SubmissionScore]:
+    """(Re)compute every score row of a published submission; marks it the latest of its group."""
+    attempt = submission.published_attempt
+    if attempt is None or submission.published_at is None:
+        raise ValueError(f"submission {submission.pk} is not published")
+    scores = attempt_task_scores(attempt)
+    tasks = {t.slug: t for t in Task.objects.filter(slug__in=scores)}
+    TaskScore.objects.filter(submission=submission).delete()
+    TaskScore.objects.bulk_create([
+        TaskScore(submission=submission, task=tasks[slug], correct=s.correct, speedup=s.speedup,
+                  sol_fraction=s.sol_fraction, findings=list(s.findings)) for slug, s in scores.items()])
+    turns = dict(submission.tasks.select_related("task").values_list("task__slug", "turns_used"))
+    group = _group(submission)
+    SubmissionScore.objects.filter(submission=submission).delete()
+    rows = []
+    for scope, suite in suites().items():
+        attempted = {slug: s for slug, s in scores.items() if slug in suite}
+        if scope != ALL and not attempted:
+            continue
+        sc = submission_score(attempted, suite)
+        used = [turns[s] for s in attempted if turns.get(s) is not None]
+        rows.append(SubmissionScore(
+            submission=submission, attempt=attempt, scope=scope, published_at=submission.published_at, **group,
+            performance_score=sc.performance_score, correctness_rate=sc.correctness_rate,
+            suite_correctness_rate=sc.suite_correctness_rate, correct_count=sc.correct_count, attempted=sc.attempted,
+            suite_size=sc.suite_size, geomean_correct=sc.geomean_correct,
+            fast_p={str(p): v for p, v in sc.fast_p.items()}, mean_sol_fraction=sc.mean_sol_fraction,
+            turns_used=round(sum(used) / len(used)) if used else None))
+    SubmissionScore.objects.bulk_create(rows)
+    _refresh_latest(group)
+    return rows
+
+
+@transaction.atomic
+def remove_scores(submission: Submission) -> None:
+    """A result that is no longer published leaves the board; its group's latest row is recomputed."""
+    group = _group(submission)
+    SubmissionScore.objects.filter(submission=submission).delete()
+    TaskScore.objects.filter(submission=submission).delete()
+    _refresh_latest(group)
+
+
+def _refresh_latest(group: dict[str, object]) -> None:
+    rows = SubmissionScore.objects.filter(**group)
+    rows.update(is_latest=False)
+    newest = rows.order_by("-published_at", "-submission_id").values_list("submission_id", flat=True).first()
+    if newest is not None:
+        rows.filter(submission_id=newest).update(is_latest=True)

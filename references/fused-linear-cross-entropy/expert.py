@@ -1,0 +1,220 @@
+"""Expert Triton kernels for T21 ``fused-linear-cross-entropy``: token chunks, gradient in the same pass.
+
+Liger's design, with every product in Triton. Tokens are processed in chunks; per chunk:
+
+1. logits GEMM: z = x_c W^T into a reusable [chunk, V] scratch in the activation dtype (fp32
+   accumulation on tensor cores);
+2. softmax-gradient kernel, one program per token: an online max/sum sweep over the vocab gives
+   logsumexp and the target logit (the loss term, added atomically), then a second sweep overwrites
+   the scratch in place with dz = (softmax - onehot) / n_valid (zero for ignored tokens);
+3. dX GEMM: dX_c = dz W, written once;
+4. dW GEMM: dW += dz^T x_c, accumulated into the fp32 output inside the GEMM epilogue (the
+   beta = 1 form; the first chunk stores without reading).
+
+The full [BT, V] logits never exist: the only large buffers are the scratch and the fp32 dW output.
+n_valid is counted on the device first, so no host sync is needed.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+IGNORE_INDEX = -100
+
+
+#: The K tile of every GPU candidate below (EVEN_K is decided against it).
+GEMM_BLOCK_K = 64
+
+
+def _gemm_configs() -> list[triton.Config]:
+    """Hopper bf16 tiles: wide 128x256 and square 128x128 warp-group tiles, 3-4 stages in 228 KB of
+    shared memory; grouped ordering keeps a band of A rows and B columns resident in L2."""
+    return [
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+        triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    ]
+
+
+@triton.jit
+def _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk,
+                 BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
+    """acc += the kt-th BLOCK_K slice of A times that of B."""
+    a_k = a_ptrs + kt * BLOCK_K * stride_ak
+    b_k = b_ptrs + kt * BLOCK_K * stride_bk
+    if EVEN_K:
+        a = tl.load(a_k)
+        b = tl.load(b_k)
+    else:
+        k_ok = rk < K - kt * BLOCK_K
+        a = tl.load(a_k, mask=k_ok[None, :], other=0.0)
+        b = tl.load(b_k, mask=k_ok[:, None], other=0.0)
+    return tl.dot(a, b, acc, input_precision=PRECISION)
+
+
+@triton.jit
+def _gemm_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    A_KMAJOR: tl.constexpr, B_KMAJOR: tl.constexpr, ACCUMULATE: tl.constexpr, PRECISION: tl.constexpr,
+    EVEN_K: tl.constexpr, INTERPRET: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    """C[M, N] (+)= A[M, K] B[K, N] with fp32 accumulation; A_KMAJOR/B_KMAJOR only key the tuning.
+
+    EVEN_K (K a multiple of every candidate BLOCK_K) drops the K mask from the main loop.
+    """
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_n
+    group = pid // per_group
+    first_m = group * GROUP_M
+    group_size = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_size
+    pid_n = (pid % per_group) // group_size
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    # Rows past the edge read row 0 instead of being masked: their results are never stored.
+    am = tl.where(rm < M, rm, 0).to(tl.int64)
+    bn = tl.where(rn < N, rn, 0).to(tl.int64)
+    a_ptrs = a_ptr + am[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + bn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    n_k = tl.cdiv(K, BLOCK_K)
+    if INTERPRET:
+        # The interpreter cannot take a runtime loop bound in range() (numpy >= 2 refuses int()
+        # of a one-element array); the compiled kernel takes the pipelined for loop.
+        kt = 0
+        while kt < n_k:
+            acc = _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk, BLOCK_K, EVEN_K, PRECISION)
+            kt += 1
+    else:
+        for kt in range(n_k):
+            acc = _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk, BLOCK_K, EVEN_K, PRECISION)
+    rm64 = rm.to(tl.int64)
+    rn64 = rn.to(tl.int64)
+    c_ptrs = c_ptr + rm64[:, None] * stride_cm + rn64[None, :] * stride_cn
+    c_mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if ACCUMULATE:
+        acc += tl.load(c_ptrs, mask=c_mask, other=0.0)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+#: Autotuned once per (M, N, K, operand majorness); restore_value keeps the accumulating dW GEMM
+#: correct while candidates are benchmarked. The interpreter launches the plain kernel instead.
+_gemm_tuned = triton.autotune(configs=_gemm_configs(), key=["M", "N", "K", "A_KMAJOR", "B_KMAJOR"],
+                              restore_value=["c_ptr"])(_gemm_kernel)
+
+
+def _gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool) -> None:
+    """c (+)= a @ b for 2-D strided views (one of each operand's strides is 1)."""
+    M, K = a.shape
+    N = b.shape[1]
+
+    def grid(meta: dict) -> tuple[int]:
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    on_gpu = a.device.type == "cuda"
+    flags = {"A_KMAJOR": a.stride(1) == 1, "B_KMAJOR": b.stride(0) == 1, "ACCUMULATE": accumulate,
+             "PRECISION": "ieee" if a.dtype == torch.float32 else "tf32",  # tf32 only matters for fp32
+             "EVEN_K": K % (GEMM_BLOCK_K if on_gpu else 32) == 0, "INTERPRET": not on_gpu}
+    if on_gpu:
+        _gemm_tuned[grid](*args, **flags)
+    else:  # the interpreter: one small tile shape
+        _gemm_kernel[grid](*args, **flags, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=4)
+
+
+@triton.jit
+def _count_valid_kernel(tgt_ptr, n_ptr, BT: tl.constexpr, BLOCK: tl.constexpr, IGNORE: tl.constexpr):
+    acc = tl.zeros((BLOCK,), dtype=tl.int32)
+    for i in range(tl.cdiv(BT, BLOCK)):
+        offs = i * BLOCK + tl.arange(0, BLOCK)
+        t = tl.load(tgt_ptr + offs, mask=offs < BT, other=IGNORE)
+        acc += (t != IGNORE).to(tl.int32)
+    tl.store(n_ptr, tl.sum(acc, axis=0).to(tl.float32))
+
+
+@triton.jit
+def _ce_grad_kernel(z_ptr, tgt_ptr, n_ptr, loss_ptr, stride_z,
+                    V: tl.constexpr, BLOCK_V: tl.constexpr, IGNORE: tl.constexpr):
+    """One token row of the chunk: loss term and dz = (softmax - onehot) / n_valid, in place."""
+    row = tl.program_id(0).to(tl.int64)
+    z_row = z_ptr + row * stride_z
+    y = tl.load(tgt_ptr + row)
+    valid = y != IGNORE
+    y_safe = tl.where(valid, y, 0)
+    inv_n = 1.0 / tl.load(n_ptr)
+    cols = tl.arange(0, BLOCK_V)
+    # Sweep 1: per-lane running max and rescaled sum (one reduction at the end, not per tile).
+    m_vec = tl.full((BLOCK_V,), -1e30, dtype=tl.float32)
+    s_vec = tl.zeros((BLOCK_V,), dtype=tl.float32)
+    for i in range(tl.cdiv(V, BLOCK_V)):
+        offs = i * BLOCK_V + cols
+        z = tl.load(z_row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m_vec, z)
+        s_vec = s_vec * tl.exp(m_vec - m_new) + tl.exp(z - m_new)
+        m_vec = m_new
+    m = tl.max(m_vec, axis=0)
+    lse = m + tl.log(tl.sum(s_vec * tl.exp(m_vec - m), axis=0))
+    z_y = tl.load(z_row + y_safe).to(tl.float32)
+    tl.atomic_add(loss_ptr, tl.where(valid, (lse - z_y) * inv_n, 0.0))
+    # Sweep 2: overwrite the logits with their gradient (zero rows for ignored tokens).
+    scale = tl.where(valid, inv_n, 0.0)
+    for i in range(tl.cdiv(V, BLOCK_V)):
+        offs = i * BLOCK_V + cols
+        ok = offs < V
+        z = tl.load(z_row + offs, mask=ok, other=0.0).to(tl.float32)
+        g = tl.exp(z - lse) - tl.where(offs == y_safe, 1.0, 0.0)
+        tl.store(z_row + offs, (g * scale).to(z_ptr.dtype.element_ty), mask=ok)
+
+
+#: Tokens per chunk by hidden size. The dW GEMM's reduction dimension is the chunk, and every
+#: chunk reads and writes the fp32 dW once in its epilogue; chunks of 1-2K tokens keep that GEMM
+#: compute-bound (about 200+ FLOP per byte) while the [chunk, V] scratch stays well below the
+#: [BT, V] logits (at most half of them in bf16, versus eager's several fp32 copies).
+CHUNK_BY_H: dict[int, int] = {2048: 2048, 4096: 2048, 8192: 1024}
+
+
+def _chunk_size(BT: int, H: int, device: torch.device) -> int:
+    if device.type != "cuda":
+        return 32  # the interpreter: several chunks, so the dW accumulation path is exercised
+    return min(BT, CHUNK_BY_H.get(H, max(256, min(2048, (8 * 2**20) // H))))
+
+
+def fused_linear_cross_entropy(
+    x: torch.Tensor, W: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x: [BT, H]; W: [V, H] (both contiguous); targets: [BT] int64 (-100 = ignore).
+
+    Returns (loss fp32 scalar, dX [BT, H] in x's dtype, dW [V, H] fp32).
+    """
+    BT, H = x.shape
+    V = W.shape[0]
+    if W.shape[1] != H or targets.shape != (BT,):
+        raise ValueError(f"bad shapes x={tuple(x.shape)} W={tuple(W.shape)} targets={tuple(targets.shape)}")
+    if not (x.is_contiguous() and W.is_contiguous() and targets.is_contiguous()):
+        raise ValueError("x, W and targets must be contiguous")
+    dev = x.device
+    loss = torch.zeros((), dtype=torch.float32, device=dev)
+    n_valid = torch.empty(1, dtype=torch.float32, device=dev)
+    dX = torch.empty_like(x)
+    dW = torch.empty(V, H, dtype=torch.float32, device=dev)
+    _count_valid_kernel[(1,)](targets, n_valid, BT=BT, BLOCK=1024, IGNORE=IGNORE_INDEX, num_warps=4)
+    chunk = _chunk_size(BT, H, dev)
+    scratch = torch.empty(chunk, V, dtype=x.dtype, device=dev)
+    block_v = min(2048, triton.next_power_of_2(V))
+    for i, c0 in enumerate(range(0, BT, chunk)):
+        c1 = min(BT, c0 + chunk)
+        xc = x[c0:c1]
+        z = scratch[: c1 - c0]
+        _gemm(xc, W.t(), z, accumulate=False)  # z = x_c W^T
+        _ce_grad_kernel[(c1 - c0,)](z, targets[c0:c1], n_valid, loss, z.stride(0),
+                                    V=V, BLOCK_V=block_v, IGNORE=IGNORE_INDEX, num_warps=8)
+        _gemm(z, W, dX[c0:c1], accumulate=False)  # dX_c = dz W
+        _gemm(z.t(), xc, dW, accumulate=i > 0)  # dW (+)= dz^T x_c
+    return loss, dX, dW

@@ -1,0 +1,94 @@
+"""Design-only submissions: refused while no judge is configured; otherwise judged on the ``judge``
+queue by a real worker whose LLM judge talks to a local server speaking the Anthropic wire format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.judge import PROMPT_VERSION, build_rubric
+from portal.scores.models import JudgeScore
+from portal.submissions.actions import check_create_submission
+from portal.submissions.models import EvaluationAttempt, Submission
+from portal.submissions.problems import BundleInvalid
+from tasks.registry import get_task
+from tests.agents.fake_llm import FakeLLM, Reply
+from tests.portal.factories import make_team, make_zip, manifest_text
+
+DESIGN = "# Design\n\nOne pass over gate and up; <b>fused</b> SiLU and product in registers.\n"
+
+
+def design_bundle() -> bytes:
+    return make_zip({"submission.toml": manifest_text(["silu-and-mul"], mode="design"),
+                     "silu-and-mul/design.md": DESIGN})
+
+
+@pytest.mark.django_db
+def test_design_uploads_are_refused_without_a_judge(catalogue, media, settings):
+    settings.D2K_JUDGE_MODEL = ""
+    team, user = make_team("Alpha")
+    with pytest.raises(BundleInvalid) as info:
+        check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+    assert [(p.file, p.rule) for p in info.value.problems] == [("submission.toml", "design-mode")]
+    missing = make_zip({"submission.toml": manifest_text(["silu-and-mul"], mode="design")})
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-1"
+    with pytest.raises(BundleInvalid) as info:
+        check_create_submission(team=team, user=user, blob=missing, filename="d.zip")
+    assert [(p.file, p.rule) for p in info.value.problems] == [("silu-and-mul/design.md", "missing-file")]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_a_design_is_judged_by_the_worker(transactional_db, catalogue, media, settings, portal_worker):
+    ids = [item.id for item in build_rubric(get_task("silu-and-mul", catalogue))]
+    answer = json.dumps({"items": [{"id": i, "score": 70, "evidence": "stated"} for i in ids],
+                         "summary": "a fused design"})
+    with FakeLLM([Reply(text="not json"), Reply(text=answer)]) as llm:
+        settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL, settings.D2K_JUDGE_BASE_URL = "anthropic", "judge-1", llm.url
+        worker = portal_worker("judge,web", D2K_JUDGE_PROVIDER="anthropic", D2K_JUDGE_MODEL="judge-1",
+                               D2K_JUDGE_BASE_URL=llm.url, ANTHROPIC_API_KEY="test-key")
+        team, user = make_team("Alpha")
+        sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+        assert sub.current_attempt.queue == "judge" and sub.tasks.get().design_source == DESIGN
+        worker.wait_for("the judgement", lambda: Submission.objects.get(pk=sub.pk).status == "evaluated", 120)
+    score = JudgeScore.objects.get(submission_task__submission=sub)
+    assert score.kind == "design" and score.judge_model == "judge-1" and score.prompt_version == PROMPT_VERSION
+    assert score.attempts == 2 and len(score.raw_answers) == 2 and set(score.levels) == {"L1", "L2", "L3"}
+    assert score.score == 70
+    assert EvaluationAttempt.objects.get(submission=sub).mode == "judge"
+    from django.test import Client
+
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert "design 70/100" in page and "judge-1" in page
+    design = client.get(f"/submissions/{sub.pk}/design/silu-and-mul/").content.decode()
+    assert "&lt;b&gt;fused&lt;/b&gt;" in design and "<b>fused</b>" not in design
+
+
+@pytest.mark.django_db
+def test_a_judged_design_can_be_published(catalogue, media, settings):
+    """The whole path without a worker: judged, evaluated, approved, public (with its scores)."""
+    from agents.judge import JudgeResult
+    from portal.moderation.services import do_moderate
+    from portal.submissions import actions
+    from tests.portal.factories import make_user
+
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-1"
+    team, user = make_team("Alpha")
+    sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
+    attempt = EvaluationAttempt.objects.get(submission=sub)
+    result = JudgeResult(kind="design", score=55.0, levels={"L1": 60.0, "L2": 50.0, "L3": 55.0}, items=[],
+                         judge_model="judge-1")
+    assert actions.do_record_judge_score(attempt.pk, claim, "silu-and-mul", result)
+    assert actions.do_record_judge_score(attempt.pk, claim, "silu-and-mul", result)  # redelivered: no new row
+    assert actions.do_finish_judging(attempt.pk, claim) == "evaluated"
+    do_moderate(sub, moderator=make_user("mod", moderator=True), decision="approve")
+    sub.refresh_from_db()
+    assert sub.status == "published" and JudgeScore.objects.filter(submission_task__submission=sub).count() == 1
+    from rest_framework.test import APIClient
+
+    scores = APIClient(HTTP_HOST="localhost").get(f"/api/v1/submissions/{sub.pk}/judge/").json()
+    assert [(s["slug"], s["kind"], s["score"]) for s in scores] == [("silu-and-mul", "design", 55.0)]

@@ -1,0 +1,106 @@
+"""The leaderboard, its exports and the paired view, on seeded published submissions.
+
+Every number the pages show is checked against :mod:`evaluator.scoring` applied independently to
+the engine JSON stored for each submission; unpublished results never appear.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from evaluator.result import TaskResult as EngineTaskResult
+from evaluator.result import WorkloadResult as EngineWorkload
+from evaluator.score_result import score_task_result
+from evaluator.scoring import submission_score
+from portal.scores.models import SubmissionScore
+from portal.scores.seed import SeedSpec, seed
+from portal.submissions.models import Submission
+from tasks.registry import REPO_ROOT
+from tests.portal.helpers import sync
+
+pytestmark = pytest.mark.django_db
+SUITE = ["fused-add-rmsnorm", "silu-and-mul"]  # T15, T16: the order of task ids
+
+
+@pytest.fixture
+def board(task_tree):
+    task_tree("fused-add-rmsnorm")
+    sync(task_tree("silu-and-mul"))
+    call_command("import_reference_results", str(REPO_ROOT / "docs/results/h200-bench.json"), stdout=StringIO())
+    published = seed(SeedSpec(submissions=8, teams=1, models=2, seed=3))
+    hidden = seed(SeedSpec(submissions=2, teams=1, models=1, seed=99), publish=False)
+    return published, hidden
+
+
+def _independent_score(sub: Submission) -> float:
+    scores = {}
+    for tr in sub.published_attempt.task_results.select_related("task"):
+        engine = EngineTaskResult(slug=tr.task.slug, status=tr.status, verdict="clean",
+                                  workloads=[EngineWorkload.model_validate(w.data) for w in tr.workloads.all()])
+        scores[tr.task.slug] = score_task_result(engine)
+    return submission_score(scores, SUITE).performance_score
+
+
+def test_board_rows_match_the_scoring_module_and_hide_unpublished(board, client) -> None:
+    published, hidden = board
+    data = client.get("/leaderboard/?hardware=h200&format=json").json()
+    rows = [r for r in data["rows"] if not r["reference"]]
+    refs = {r["model"]: r for r in data["rows"] if r["reference"]}
+    assert set(refs) == {"PyTorch eager", "torch.compile", "expert kernels"}
+    assert refs["PyTorch eager"]["performance_score"] == 1.0
+    assert math.isclose(refs["expert kernels"]["performance_score"], (6.91 * 6.99 * 6.02) ** (1 / 6)
+                        * (2.95 * 2.85 * 2.93) ** (1 / 6), rel_tol=0.02)
+    # the latest of each group (one team, two models, four conditions): 8 groups, 8 rows
+    assert len(rows) == 8
+    by_id = {s.pk: s for s in published}
+    for r in rows:
+        assert math.isclose(r["performance_score"], _independent_score(by_id[r["submission"]]), rel_tol=1e-12)
+    assert not {s.pk for s in hidden} & {r["submission"] for r in rows}
+    html = client.get("/leaderboard/?hardware=h200").content.decode()
+    assert 'id="leaderboard"' in html and "expert kernels" in html
+    for s in hidden:
+        assert f'id="row-{s.pk}"' not in html
+    assert '"chart-scores"' in html or 'data-chart="chart-scores"' in html
+
+
+def test_filters_and_csv_export(board, client) -> None:
+    data = client.get("/leaderboard/?hardware=h200&guidance=L1&format=json").json()
+    assert {r["guidance"] for r in data["rows"] if not r["reference"]} == {"L1"}
+    cat = client.get("/leaderboard/?hardware=h200&category=norm-activation&format=json").json()
+    assert cat["scope"] == "norm-activation"
+    text = client.get("/leaderboard/?hardware=h200&format=csv").content.decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows[0]["model"] == "PyTorch eager" and "performance_score" in rows[0]
+    assert len(rows) == 3 + 8
+
+
+def test_pairs_page_compares_each_guided_run_with_the_unguided_one(board, client) -> None:
+    html = client.get("/leaderboard/pairs/?hardware=h200").content.decode()
+    assert html.count('class="pair"') == 6  # 2 models x (L1, L1+L2, L1+L2+L3) vs none
+    assert "Wilcoxon p" in html and "CI" in html
+    assert 'data-chart="chart-ablation"' in html
+    figure = json.loads(html.split('<script id="pair-0" type="application/json">')[1].split("</script>")[0])
+    assert figure["layout"]["xaxis"]["type"] == "log"
+
+
+def test_scores_are_written_at_publication_only(board) -> None:
+    published, hidden = board
+    assert SubmissionScore.objects.filter(submission__in=hidden).count() == 0
+    assert SubmissionScore.objects.filter(submission__in=published, scope="all").count() == len(published)
+
+
+def test_api_serves_the_same_rows_and_pairs(board, client) -> None:
+    page = client.get("/leaderboard/?hardware=h200&format=json").json()
+    api = client.get("/api/v1/leaderboard/?hardware=h200").json()
+    assert api["rows"] == page["rows"]
+    pairs = client.get("/api/v1/pairs/?hardware=h200").json()["pairs"]
+    assert len(pairs) == 6 and all(p["ci"][0] <= p["score_ratio"] <= p["ci"][1] for p in pairs)
+    schema = client.get("/api/v1/schema/").content.decode()
+    assert "/api/v1/leaderboard/" in schema and "/api/v1/pairs/" in schema
