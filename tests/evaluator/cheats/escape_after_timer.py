@@ -32,7 +32,7 @@ def _honest(x, out=None):
 class _Hidden:
     @property
     def __class__(self):  # runs inside isinstance(), after the timed region
-        time.sleep(0.08)  # stands for work moved out of the timed region
+        time.sleep(0.3)  # stands for work moved out of the timed region
         return object
 
 
