@@ -21,7 +21,9 @@ import concurrent.futures as cf
 import json
 import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,7 +84,7 @@ def cheat_row(name: str, workload: str) -> dict:
             "wall_s": round(wall, 1)}
 
 
-def expert_rows(command: str, jobs: int) -> list[dict]:
+def expert_rows(command: str, jobs: int, only: list[str], save: Callable[[], None], rows: list[dict]) -> list[dict]:
     """Every task's expert kernel as the candidate: ``check`` on every workload (several tasks at
     once: correctness does not time anything), or ``bench`` on the first workload (one at a time)."""
 
@@ -97,11 +99,19 @@ def expert_rows(command: str, jobs: int) -> list[dict]:
                 "host_over_device": {w.name: round(w.timings["candidate"].host_over_device, 3)
                                      for w in task.workloads if "candidate" in w.timings}}
 
-    tasks = load_tasks().tasks
+    tasks = [t for t in load_tasks().tasks if not only or t.slug in only]
+
+    def done(t) -> None:  # noqa: ANN001
+        rows.append(one(t))
+        save()  # a call cut off at its time limit still leaves the rows it finished
+
     if command == "check":
         with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(one, tasks))
-    return [one(t) for t in tasks]
+            list(pool.map(done, tasks))
+    else:
+        for t in tasks:
+            done(t)
+    return rows
 
 
 def overhead_rows(workload: str, repeats: int) -> list[dict]:
@@ -170,10 +180,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=4, help="correctness-only cheats judged at once")
     parser.add_argument("--workload", default="W3", help="the silu-and-mul workload the cheats run on")
     parser.add_argument("--repeats", type=int, default=2, help="rounds of the overhead comparison")
-    parser.add_argument("--part", choices=("cheats", "experts", "all"), default="all",
-                        help="cheats: the corpus and the overhead; experts: every expert kernel (check on every "
-                             "workload, bench on the first); all: both (longer than one device call allows "
-                             "once there are many tasks)")
+    parser.add_argument("--part", choices=("cheats", "experts-check", "experts-bench"), required=True,
+                        help="cheats: the corpus and the overhead; experts-check: every expert kernel, check on "
+                             "every workload; experts-bench: every expert kernel, bench on its first workload")
+    parser.add_argument("--tasks", default="", help="experts only: a comma list of task slugs (default: all)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -184,27 +194,35 @@ def main() -> int:
                     "sandbox": (f"bubblewrap works, namespaces {','.join(sandbox.namespaces())}" if ok
                                 else f"bubblewrap UNUSABLE: {why}"),
                     "overhead_workload": args.workload}
+    stem = f"anti-cheat-{args.part}"
+    lock = threading.Lock()
+
+    def save() -> None:
+        with lock:
+            (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+            (args.out / f"{stem}.md").write_text(markdown(report))
+
     print(report["sandbox"], flush=True)
     t0 = time.perf_counter()
-    if args.part in ("cheats", "all"):
+    only = [s for s in args.tasks.split(",") if s]
+    if args.part == "cheats":
         untimed = [n for n in EXPECTED if n not in TIMING_CHEATS]
         with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             rows = list(pool.map(lambda n: cheat_row(n, args.workload), untimed))
         rows += [cheat_row(n, args.workload) for n in sorted(TIMING_CHEATS)]
         report["cheats"] = sorted(rows, key=lambda r: r["cheat"])
+        save()
         print(f"cheats: {sum(r['caught'] for r in rows)}/{len(rows)} caught ({time.perf_counter() - t0:.0f} s)",
               flush=True)
         report["overhead"] = overhead_rows(args.workload, args.repeats)
-    if args.part in ("experts", "all"):
-        report["experts_check"] = expert_rows("check", args.jobs)
-        print(f"experts (check): {sum(r['ok'] for r in report['experts_check'])}/{len(report['experts_check'])} "
-              f"clean ({time.perf_counter() - t0:.0f} s)", flush=True)
-        report["experts_bench"] = expert_rows("bench", 1)
-        print(f"experts (bench): {sum(r['ok'] for r in report['experts_bench'])}/{len(report['experts_bench'])} "
-              f"clean ({time.perf_counter() - t0:.0f} s)", flush=True)
+    else:
+        part = args.part.replace("-", "_")
+        report[part] = []
+        expert_rows(args.part.split("-")[1], args.jobs, only, save, report[part])
+        print(f"{args.part}: {sum(r['ok'] for r in report[part])}/{len(report[part])} clean "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    save()
     stem = f"anti-cheat-{args.part}"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / f"{stem}.md").write_text(markdown(report))
     print(markdown(report))
     failed = [r["cheat"] for r in report.get("cheats", []) if not r["caught"]]
     failed += [r["task"] for part in ("experts_check", "experts_bench") for r in report.get(part, []) if not r["ok"]]

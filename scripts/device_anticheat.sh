@@ -2,11 +2,13 @@
 # One device call: the cheat corpus, every task's expert kernel and the cost of the protections,
 # on the GPU (scripts/anticheat_device.py says what each part does). Results land in $OUT:
 # anti-cheat-<part>.md (together they make docs/results/anti-cheat.md) and anti-cheat-<part>.json.
-# Two calls fit the 10-minute limit: --part cheats (the corpus and the overhead), then --part experts.
+# Three calls, each within the 10-minute limit: --part cheats (the corpus and the overhead),
+# --part experts-check, --part experts-bench (add --tasks a,b,c to split it if it runs long;
+# the files are rewritten after every task, so a call cut off still returns what it finished).
 # Run through the device tool from the repository root, carrying the wheels in .whl (as for
 # scripts/device_bench.sh) and, where the device image has no bubblewrap, the unpacked Debian
 # package in .bwrap (here: `apt-get download bubblewrap && dpkg -x bubblewrap_*.deb .bwrap`):
-#   bash scripts/device_anticheat.sh --part cheats|experts [--jobs N] [--workload W3] [--repeats 2]
+#   bash scripts/device_anticheat.sh --part cheats|experts-check|experts-bench [--jobs N] [--tasks ...]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 if compgen -G ".whl/*.whl" >/dev/null; then
