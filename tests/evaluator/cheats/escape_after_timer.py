@@ -1,9 +1,10 @@
 """Planted cheat: Does its work after the worker's timer has stopped: a module-level object whose __class__
-property runs when the harness inspects the module (Triton's autotune report) after the call.
+property runs when the harness inspects the module (its autotune report) after the call.
 Caught by: the judge's own clock, which times every round trip and compares the candidate's
 excess over the trusted baseline's: eval:user:timing-integrity.
 """
 
+import sys
 import time
 
 import torch
@@ -31,8 +32,11 @@ def _honest(x, out=None):
 
 class _Hidden:
     @property
-    def __class__(self):  # runs inside isinstance(), after the timed region
-        time.sleep(0.3)  # stands for work moved out of the timed region
+    def __class__(self):  # runs inside isinstance()
+        # Only when the harness inspects the module after the call (not when Triton scans the
+        # kernel's globals during the launch): the work lands outside the timed region.
+        if sys._getframe(1).f_code.co_name == "autotune":
+            time.sleep(0.3)  # stands for work moved out of the timed region
         return object
 
 
