@@ -35,6 +35,7 @@ class Filters:
     guidance: str = ""
     model: str = ""
     sort: str = "score"
+    mode: str = "kernel"  # design-only submissions have judge scores, not timings: their own board
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,14 @@ class ReferenceRow:
     run: ReferenceRun | None
 
 
+UNTIMED_PROFILES = frozenset({"cpu-interpret"})  # correctness only: no speedups, no board
+
+
 def hardware_profiles() -> list[str]:
+    """Profiles with published results or reference runs; untimed ones never make a board."""
     found = set(SubmissionScore.objects.values_list("hardware", flat=True).distinct())
     found |= set(ReferenceRun.objects.values_list("hardware", flat=True).distinct())
-    return sorted(found)
+    return sorted(found - UNTIMED_PROFILES)
 
 
 def categories() -> list[str]:
@@ -63,7 +68,7 @@ def suite(scope: str = ALL) -> list[str]:
 
 def rows(f: Filters) -> QuerySet[SubmissionScore]:
     """The board: the latest published submission of every group, filtered and sorted."""
-    qs = SubmissionScore.objects.filter(hardware=f.hardware, scope=f.scope, is_latest=True)
+    qs = SubmissionScore.objects.filter(hardware=f.hardware, scope=f.scope, is_latest=True, mode=f.mode)
     if f.guidance:
         qs = qs.filter(guidance=f.guidance)
     if f.model:

@@ -32,7 +32,8 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
                                  guidance=guidance if guidance in GUIDANCE else "",
                                  model=request.GET.get("model", "")[:100],
                                  sort=request.GET.get("sort", "score") if request.GET.get("sort") in board_queries.SORTS
-                                 else "score")
+                                 else "score",
+                                 mode="design" if request.GET.get("mode") == "design" else "kernel")
 
 
 def row_dict(s: SubmissionScore) -> dict[str, Any]:

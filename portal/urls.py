@@ -4,11 +4,14 @@ from django.contrib import admin
 from django.contrib.auth.views import LogoutView
 from django.urls import include, path
 
+from portal.health import healthz, readyz
 from portal.submissions.status_views import status
 from portal.submissions.views import bundle_format
 from portal.teams.views import RateLimitedLoginView
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),

@@ -7,16 +7,18 @@
 # Everything lands in $OUT/round.tar.gz (per-task JSON, Markdown and logs) and $OUT/log.txt.
 # Run through the device tool from the repository root, carrying the wheels in .whl:
 #   bash scripts/device_round.sh [--tasks "slug slug"] [--compare compile,expert] [--deadline SECONDS] [--no-bench]
+#                                [--bench-only]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 START=$(date +%s)
-TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 JOBS=6
+TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 JOBS=6
 while [ $# -gt 0 ]; do
   case "$1" in
     --tasks) TASKS="$2"; shift 2 ;;
     --compare) COMPARE="$2"; shift 2 ;;
     --deadline) DEADLINE="$2"; shift 2 ;;
     --no-bench) BENCH=0; shift ;;
+    --bench-only) CHECK=0; shift ;;  # skip phase 1: bench runs its own correctness trials
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +36,7 @@ left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
 
 # 1. checks and compile warm-up, in parallel
 export W
-for slug in $TASKS; do
+[ "$CHECK" = 1 ] && for slug in $TASKS; do
   echo "check $slug"
   if [[ "$COMPARE" == *compile* ]] && [ "$BENCH" = 1 ]; then echo "warm $slug"; fi
 done | xargs -P "$JOBS" -L 1 bash -c '

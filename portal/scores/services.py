@@ -13,28 +13,17 @@ from collections import defaultdict
 
 from django.db import transaction
 
-from evaluator.result import TaskResult as EngineTaskResult
-from evaluator.result import WorkloadResult as EngineWorkloadResult
-from evaluator.score_result import score_task_result
 from evaluator.scoring import TaskScore as Score
 from evaluator.scoring import submission_score
 from leaderboard.models import Task
 from portal.scores.models import ALL, SubmissionScore, TaskScore
 from portal.submissions.models import EvaluationAttempt, Submission
-
-
-def engine_result(row) -> EngineTaskResult:  # noqa: ANN001 - a portal.submissions TaskResult
-    """The engine's TaskResult rebuilt from its stored rows (workloads from their JSON)."""
-    return EngineTaskResult(
-        slug=row.task.slug, status=row.status, error_code=row.error_code, reason=row.reason,
-        verdict=row.verdict if row.verdict in ("clean", "suspicious", "rejected-cheat", "bug", "unjudged") else "unjudged",
-        workloads=[EngineWorkloadResult.model_validate(w.data) for w in row.workloads.all()],
-    )
+from portal.submissions.selectors import task_score
 
 
 def attempt_task_scores(attempt: EvaluationAttempt) -> dict[str, Score]:
     rows = attempt.task_results.select_related("task").prefetch_related("workloads")
-    return {row.task.slug: score_task_result(engine_result(row)) for row in rows}
+    return {row.task.slug: task_score(row) for row in rows}
 
 
 def suites() -> dict[str, list[str]]:

@@ -136,10 +136,19 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
+#: Logs go to stderr; LOG_FORMAT=json (the production default) writes one JSON object per line
+#: (time, level, logger, message and any ``extra`` fields) for a log pipeline to index.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "pythonjsonlogger.json.JsonFormatter",
+                 "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(process)d",
+                 "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"}},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
 }
 

@@ -21,3 +21,11 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = False
+
+# One JSON object per log line unless LOG_FORMAT says otherwise.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json")
+LOGGING["handlers"]["console"]["formatter"] = LOG_FORMAT  # noqa: F405
+
+# HSTS preloading commits the whole domain (subdomains included) to HTTPS in browsers' built-in
+# lists, which cannot be undone quickly: an operator's decision (SECURE_HSTS_PRELOAD), not a default.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]

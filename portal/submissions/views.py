@@ -85,7 +85,8 @@ def _context(request: HttpRequest, sub) -> dict:  # noqa: ANN001
         "can_act": permissions.can_act(request.user, sub),
         "cancellable": sub.status in actions.TEAM_CANCELLABLE,
         "rerunnable": sub.status in actions.TEAM_RERUNNABLE,
-        "progress": selectors.progress_of(sub),
+        # Outsiders see the published attempt, which never changes: nothing to poll.
+        "progress": selectors.progress_of(sub) if private else {"final": True},
         "reason_form": ReasonForm(),
     }
 

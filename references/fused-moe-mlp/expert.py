@@ -219,7 +219,7 @@ def _configs(rows_per_expert: float, H: int, inter_dim: int) -> tuple[dict, dict
     """
     if rows_per_expert >= 256:
         g1 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
-        g2 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
+        g2 = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
     elif rows_per_expert >= 32:
         g1 = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=4, num_warps=4, num_stages=4)
         g2 = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=4, num_warps=4, num_stages=4)

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 CHUNK = 64
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
@@ -279,7 +279,7 @@ def gated_delta_rule_chunked(
     u = torch.empty(tokens, HV, V, dtype=q.dtype, device=dev)
     _gdr_wy_fwd_kernel[(n_slots, H)](
         q, k, v, g, beta, qk, gam, w, u, cu_seqlens, H, HV, K, V,
-        NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv_full, REP=HV // H, num_warps=4,
+        NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv_full, REP=HV // H, num_warps=8,
     )
     # V slices per program: enough (sequence, value head, slice) programs to fill 132 SMs twice.
     bv = min(bv_full, 32)

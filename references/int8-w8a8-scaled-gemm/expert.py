@@ -100,6 +100,7 @@ _BIG_CONFIGS = [
     triton.Config({"BM": 128, "BN": 256, "GROUP_M": 8}, num_warps=8, num_stages=3),
     triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=4),
     triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    triton.Config({"BM": 256, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
 ]
 _int8_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_int8_gemm_kernel)
 _BK = 128

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
@@ -174,7 +174,7 @@ def _ssd_scan_fwd_kernel(
 
 #: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products; the
 #: P x N state is split along P when there are too few (sequence, head) pairs to fill 132 SMs.
-BT, NUM_WARPS = 64, 4
+BT, NUM_WARPS = 64, 8
 
 
 def mamba2_ssd_chunk_scan(

@@ -135,6 +135,8 @@ _BIG_CONFIGS = [
     triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
     triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
     triton.Config({"BM": 64, "BN": 128, "BK": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    # One row-tile covering M = 256 dequantizes every weight element exactly once.
+    triton.Config({"BM": 256, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
 ]
 _awq_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
 
@@ -170,9 +172,9 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=K, G=G, FAST_CVT=fast)
         return out
     if on_cpu:  # interpreter: small tiles; split-K when K is long
-        bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
+        bm, bn, bk, warps, stages = 16, 32, min(64, G), 4, 1
         k_iters = K // bk
-        split = 4 if k_iters >= 24 and k_iters % 4 == 0 else 1
+        split = 4 if k_iters >= 12 and k_iters % 4 == 0 else 1
     else:  # decode: the smallest MMA tile along M, split-K to spread the weight stream
         bm, bn, bk, warps, stages = (16 if M <= 16 else 32 if M <= 32 else 64), 128, min(128, G), 4, 4
         split = _split_for(triton.cdiv(M, bm) * triton.cdiv(N, bn), K // bk)

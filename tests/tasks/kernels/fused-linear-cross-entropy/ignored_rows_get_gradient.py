@@ -91,6 +91,116 @@ def _gemm_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
+@triton.jit
+def _gemm_tma_kernel(
+    a_desc, b_desc, c_ptr, M, N, K, stride_cm, stride_cn,
+    A_T: tl.constexpr, B_T: tl.constexpr, ACCUMULATE: tl.constexpr, PRECISION: tl.constexpr,
+    INTERPRET: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    """C[M, N] (+)= A[M, K] B[K, N], operand tiles fetched by TMA (out-of-bounds rows read as zero).
+
+    a_desc describes A's storage: [M, K], or [K, M] when A_T (A is a transposed view); b_desc
+    describes [K, N], or [N, K] when B_T. The accumulator is stored (or accumulated) by pointers.
+    """
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_n
+    group = pid // per_group
+    first_m = group * GROUP_M
+    group_size = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_size
+    pid_n = (pid % per_group) // group_size
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    n_k = tl.cdiv(K, BLOCK_K)
+    if INTERPRET:
+        kt = 0
+        while kt < n_k:
+            acc = _gemm_tma_step(acc, a_desc, b_desc, off_m, off_n, kt * BLOCK_K, A_T, B_T, PRECISION)
+            kt += 1
+    else:
+        for kt in range(n_k):
+            acc = _gemm_tma_step(acc, a_desc, b_desc, off_m, off_n, kt * BLOCK_K, A_T, B_T, PRECISION)
+    rm = off_m + tl.arange(0, BLOCK_M)
+    rn = off_n + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn.to(tl.int64)[None, :] * stride_cn
+    c_mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if ACCUMULATE:
+        acc += tl.load(c_ptrs, mask=c_mask, other=0.0)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def _gemm_tma_step(acc, a_desc, b_desc, off_m, off_n, k0,
+                   A_T: tl.constexpr, B_T: tl.constexpr, PRECISION: tl.constexpr):
+    if A_T:  # noqa: SIM108 - constexpr branches of a Triton kernel
+        a = a_desc.load([k0, off_m]).T
+    else:
+        a = a_desc.load([off_m, k0])
+    if B_T:  # noqa: SIM108 - constexpr branches of a Triton kernel
+        b = b_desc.load([off_n, k0]).T
+    else:
+        b = b_desc.load([k0, off_n])
+    return tl.dot(a, b, acc, input_precision=PRECISION)
+
+
+def _tma_block_shapes(nargs: dict) -> None:
+    """Autotune pre-hook: the descriptors' tile shapes follow the candidate's BLOCK_M/N/K."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_T"] else [bk, bn]
+
+
+def _tma_configs() -> list[triton.Config]:
+    return [triton.Config(c.kwargs, num_warps=c.num_warps, num_stages=c.num_stages, pre_hook=_tma_block_shapes)
+            for c in _gemm_configs()]
+
+
+_gemm_tma_tuned = triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "A_T", "B_T"],
+                                  restore_value=["c_ptr"])(_gemm_tma_kernel)
+#: Set when a TMA launch fails on this device; every later product takes the pointer kernel.
+_TMA_BROKEN: list[bool] = []
+
+
+def _tma_ok(*ts: torch.Tensor) -> bool:
+    """Every operand's storage is 2-D with one unit stride and 16-byte aligned rows and base."""
+    for t in ts:
+        if t.stride(0) != 1 and t.stride(1) != 1:
+            return False
+        row = t.stride(0) if t.stride(1) == 1 else t.stride(1)
+        if (row * t.element_size()) % 16 or t.data_ptr() % 16:
+            return False
+    return True
+
+
+def _gemm_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool, interpret: bool = False,
+              blocks: tuple[int, int, int] = (64, 64, 32)) -> None:
+    """c (+)= a @ b with TMA operand loads (see _gemm_tma_kernel); a, b 2-D views with a unit stride."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+    a_t = a.stride(0) == 1 and a.stride(1) != 1
+    b_t = b.stride(0) == 1 and b.stride(1) != 1
+    bm, bn, bk = blocks
+    a_desc = TensorDescriptor.from_tensor(a.t() if a_t else a, [bk, bm] if a_t else [bm, bk])
+    b_desc = TensorDescriptor.from_tensor(b.t() if b_t else b, [bn, bk] if b_t else [bk, bn])
+    flags = {"A_T": a_t, "B_T": b_t, "ACCUMULATE": accumulate,
+             "PRECISION": "ieee" if a.dtype == torch.float32 else "tf32", "INTERPRET": interpret}
+
+    def grid(meta: dict) -> tuple[int]:
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    args = (a_desc, b_desc, c, M, N, K, c.stride(0), c.stride(1))
+    if interpret:
+        _gemm_tma_kernel[grid](*args, **flags, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=4)
+    else:
+        _gemm_tma_tuned[grid](*args, **flags)
+
+
 #: Autotuned once per (M, N, K, operand majorness); restore_value keeps the accumulating dW GEMM
 #: correct while candidates are benchmarked. The interpreter launches the plain kernel instead.
 _gemm_tuned = triton.autotune(configs=_gemm_configs(), key=["M", "N", "K", "A_KMAJOR", "B_KMAJOR"],
@@ -110,6 +220,15 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool) -
     flags = {"A_KMAJOR": a.stride(1) == 1, "B_KMAJOR": b.stride(0) == 1, "ACCUMULATE": accumulate,
              "PRECISION": "ieee" if a.dtype == torch.float32 else "tf32",  # tf32 only matters for fp32
              "EVEN_K": K % (GEMM_BLOCK_K if on_gpu else 32) == 0, "INTERPRET": not on_gpu}
+    if not _TMA_BROKEN and _tma_ok(a, b):
+        if not on_gpu:  # the interpreter takes the TMA kernel too when rows are aligned (smoke S2)
+            _gemm_tma(a, b, c, accumulate, interpret=True)
+            return
+        try:
+            _gemm_tma(a, b, c, accumulate)
+            return
+        except Exception:  # noqa: BLE001 - a device without usable TMA: pointer kernel from now on
+            _TMA_BROKEN.append(True)
     if on_gpu:
         _gemm_tuned[grid](*args, **flags)
     else:  # the interpreter: one small tile shape

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 CHUNK = 64
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit

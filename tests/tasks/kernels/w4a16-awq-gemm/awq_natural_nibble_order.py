@@ -14,7 +14,7 @@ import triton.language as tl
 def _awq_gemm_kernel(
     x_ptr, qw_ptr, qz_ptr, sc_ptr, c_ptr,
     M, N, stride_xm, stride_qw, stride_qz, stride_sc, stride_cs, stride_cm,
-    K_ITERS: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    K_SPLIT: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
     GROUP_M: tl.constexpr, FAST_CVT: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -31,33 +31,23 @@ def _awq_gemm_kernel(
     offs_n = pid_n * BN + tl.arange(0, BN)
     rm = offs_m % M  # wrapped: loads stay inside the operands, the store is masked
     rn = offs_n % N
-    rw = (pid_n * (BN // 8) + tl.arange(0, BN // 8)) % (N // 8)  # packed word of each column group
-    j = offs_n % 8
-    shifts = j * 4  # BUG: natural nibble order, ignoring AWQ's interleave
+    rw = (pid_n * (BN // 8) + tl.arange(0, BN // 8)) % (N // 8)  # packed word of each column octet
 
-    k0 = pid_k * (K_ITERS * BK)
+    k0 = pid_k * K_SPLIT  # each split covers K_SPLIT consecutive rows of K
     offs_k = k0 + tl.arange(0, BK)
     x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
     qw_ptrs = qw_ptr + offs_k[:, None].to(tl.int64) * stride_qw + rw[None, :]
 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for i in range(0, K_ITERS):
-        grp = (k0 + i * BK) // G
+    for i in range(0, K_SPLIT // BK):
+        grp = (k0 + i * BK) // G  # BK divides G: one group of zeros and scales per step
         x = tl.load(x_ptrs)
-        qw = tl.load(qw_ptrs)  # [BK, BN/8]
-        qz = tl.load(qz_ptr + grp * stride_qz + rw)  # [BN/8]
+        qw = tl.load(qw_ptrs)  # [BK, BN/8] packed codes
+        qz = tl.load(qz_ptr + grp * stride_qz + rw)  # [BN/8] packed zero points
         sc = tl.load(sc_ptr + grp * stride_sc + rn)  # [BN]
-        # Each word repeated for its eight columns, in column order.
-        w8 = _expand8(qw)
-        z8 = _expand8_1d(qz)
-        codes = (w8 >> shifts[None, :]) & 0xF
-        zeros = (z8 >> shifts) & 0xF
-        if FAST_CVT:
-            cf = (codes | 0x6400).to(tl.int16).to(tl.float16, bitcast=True)  # 1024 + code, exact
-            zf = (zeros | 0x6400).to(tl.int16).to(tl.float16, bitcast=True)  # 1024 + zero, exact
-            w = (cf - zf[None, :]) * sc[None, :]
-        else:
-            w = (codes - zeros[None, :]).to(x.dtype) * sc[None, :]
+        wv = _unpack_awq(qw, FAST_CVT, x.dtype)  # [BK, BN]
+        zv = _unpack_awq(qz[None, :], FAST_CVT, x.dtype)  # [1, BN]
+        w = (wv - zv) * sc[None, :]  # (code - zero) exactly, times the group scale
         acc = tl.dot(x, w.to(x.dtype), acc)
         x_ptrs += BK
         qw_ptrs += BK * stride_qw
@@ -68,18 +58,21 @@ def _awq_gemm_kernel(
 
 
 @triton.jit
-def _expand8(t):
-    """[R, C] -> [R, 8C], each element repeated eight times in place."""
-    t = tl.interleave(t, t)
-    t = tl.interleave(t, t)
-    return tl.interleave(t, t)
-
-
-@triton.jit
-def _expand8_1d(t):
-    t = tl.interleave(t, t)
-    t = tl.interleave(t, t)
-    return tl.interleave(t, t)
+def _unpack_awq(words, FAST: tl.constexpr, DT: tl.constexpr):
+    """BUG: column c of each octet is taken from nibble c (natural order), not from AWQ's nibble."""
+    n0 = (words & 0xF).to(DT)
+    n1 = ((words >> 4) & 0xF).to(DT)
+    n2 = ((words >> 8) & 0xF).to(DT)
+    n3 = ((words >> 12) & 0xF).to(DT)
+    n4 = ((words >> 16) & 0xF).to(DT)
+    n5 = ((words >> 20) & 0xF).to(DT)
+    n6 = ((words >> 24) & 0xF).to(DT)
+    n7 = ((words >> 28) & 0xF).to(DT)
+    # axes (a, b, c) after the joins, column 4a + 2b + c <- nibble 4a + 2b + c
+    v0 = tl.join(tl.join(n0, n4), tl.join(n2, n6))
+    v1 = tl.join(tl.join(n1, n5), tl.join(n3, n7))
+    both = tl.join(v0, v1)
+    return tl.reshape(both, (words.shape[0], words.shape[1] * 8))
 
 
 @triton.jit
@@ -94,27 +87,25 @@ def _splitk_reduce_kernel(p_ptr, c_ptr, MN, SPLIT: tl.constexpr, BLOCK_E: tl.con
 
 _NUM_SMS = 132
 
+#: Larger-M candidates for the H200, chosen by Triton's autotuner once per (M, N, K). The K step
+#: never exceeds the group size, so each step sees exactly one group of zeros and scales.
+_BIG_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 64, "BN": 128, "BK": 128, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    # One row-tile covering M = 256 dequantizes every weight element exactly once.
+    triton.Config({"BM": 256, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+]
+_awq_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
 
-def _config(M: int, N: int, K: int, G: int, on_cpu: bool) -> tuple[int, int, int, int, int, int]:
-    """(BM, BN, BK, warps, stages, split) for the H200; small tiles in the interpreter."""
-    if on_cpu:
-        bm, bn, bk, warps, stages = 16, 32, 32, 4, 1
-        k_iters = K // bk
-        return bm, bn, bk, warps, stages, (4 if k_iters >= 32 and k_iters % 4 == 0 else 1)
-    if M <= 32:
-        bm, bn, bk, warps, stages = (16 if M <= 16 else 32), 128, 128, 4, 4
-    elif M <= 256:
-        bm, bn, bk, warps, stages = 64, 128, 128, 4, 4
-    else:
-        bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
-    bk = min(bk, G)
-    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    k_iters = K // bk
+
+def _split_for(tiles: int, k_iters: int) -> int:
+    """Power-of-two split of K until there are several programs per SM (at most eight)."""
     split = 1
     while (tiles * split < 4 * _NUM_SMS and split < 8 and k_iters % (2 * split) == 0
            and k_iters // (2 * split) >= 8):
         split *= 2
-    return bm, bn, bk, warps, stages, split
+    return split
 
 
 def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
@@ -126,19 +117,30 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     M, K = x.shape
     N = scales.shape[1]
     G = group_size
-    if K % G or G & (G - 1) or qweight.shape != (K, N // 8) or N % 8 or x.stride(1) != 1:
-        raise ValueError("bad shapes: need K % G == 0, power-of-two G, N % 8 == 0, contiguous rows")
+    if K % G or G & (G - 1) or G < 16 or qweight.shape != (K, N // 8) or N % 8 or x.stride(1) != 1:
+        raise ValueError("bad shapes: need K % G == 0, power-of-two G >= 16, N % 8 == 0, contiguous rows")
     out = torch.empty(M, N, dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:
         return out
-    bm, bn, bk, warps, stages, split = _config(M, N, K, G, x.device.type == "cpu")
-    k_iters = K // bk // split
+    fast = x.dtype == torch.float16
+    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    on_cpu = x.device.type == "cpu"
+    if not on_cpu and M > 128 and G % 128 == 0:  # compute-heavy: autotuned tiles, no split
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
+        _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=K, G=G, FAST_CVT=fast)
+        return out
+    if on_cpu:  # interpreter: small tiles; split-K when K is long
+        bm, bn, bk, warps, stages = 16, 32, min(64, G), 4, 1
+        k_iters = K // bk
+        split = 4 if k_iters >= 12 and k_iters % 4 == 0 else 1
+    else:  # decode: the smallest MMA tile along M, split-K to spread the weight stream
+        bm, bn, bk, warps, stages = (16 if M <= 16 else 32 if M <= 32 else 64), 128, min(128, G), 4, 4
+        split = _split_for(triton.cdiv(M, bm) * triton.cdiv(N, bn), K // bk)
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
     target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
     _awq_gemm_kernel[grid](
-        x, qweight, qzeros, scales, target, M, N,
-        x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0), M * N, N,
-        K_ITERS=k_iters, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=x.dtype == torch.float16,
+        x, qweight, qzeros, scales, target, M, N, *strides, M * N, N,
+        K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=False,
         num_warps=warps, num_stages=stages,
     )
     if split > 1:
