@@ -1,9 +1,12 @@
-"""The per-task child process: ``python -m evaluator.child`` reads a job on stdin.
+"""The per-task judge process: ``python -m evaluator.child`` reads a job on stdin.
 
-One child judges one task, so a hang, a segfault or an illegal memory access costs that task
-only; the parent (``evaluator.runner``) kills the whole process group on timeout. Reports go
-out as JSON lines on the file descriptor the job names (not stdout, which the kernel under test
-may print to freely), and the parent re-validates each one.
+One judge process judges one task. It never imports the kernel under test: it starts a worker
+process (``evaluator.worker``, sandboxed by ``evaluator.sandbox``) for the candidate, another for
+the trusted providers it times (the baseline, torch.compile of it) and one for the expert kernel
+when asked, and hands them calls (``evaluator.judge``). A hang, a segfault or an illegal memory
+access costs that task only; the parent (``evaluator.runner``) kills the whole process group on
+timeout. Reports go out as JSON lines on the file descriptor the job names, which no worker
+inherits, and the parent re-validates each one.
 """
 
 from __future__ import annotations
@@ -41,8 +44,12 @@ class Job(BaseModel):
     seeds: dict[str, list[int]]  # workload name -> one seed per trial (then timing sets)
     compare: list[str] = []
     result_fd: int
-    timing: dict[str, float] = {}
+    timing: dict[str, float | list[float]] = {}
     workloads: list[str] = []  # restrict to these names; empty = all
+    sandboxed: bool = False  # workers run under bubblewrap (decided once by the parent)
+    sandbox_note: str = ""  # why not, when they do not
+    cpu_timing: bool = False  # time on the CPU with the host clock (tests of the timing protocol)
+    timeout_s: float = 900.0
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -97,64 +104,171 @@ class Reporter:
         self.stream.flush()
 
 
-def _autotune_configs(module: ModuleType) -> dict[str, str]:
-    from triton.runtime.autotuner import Autotuner
+def _arena_bytes(task: Any, workloads: list[Any], sets: int) -> int:
+    """Room for ``sets`` copies of the largest workload's inputs and outputs, plus alignment."""
+    from evaluator.shm import ALIGN
 
-    found = {}
-    for name, value in vars(module).items():
-        if isinstance(value, Autotuner) and getattr(value, "best_config", None) is not None:
-            found[name] = str(value.best_config)
-    return found
+    need = 0
+    for w in workloads:
+        sizes = task.nbytes(w.params)
+        need = max(need, sum(sizes.values()) + ALIGN * (len(sizes) + 1))
+    return need * sets + (1 << 20)
 
 
-def judge_task(job: Job, reporter: Reporter) -> TaskResult:
+def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: Any, size: int,
+            deadline: float, untrusted: bool, flush_bytes: int, arena: Any = None) -> Any:
+    from evaluator.protocol import OutputSpec
+    from evaluator.workerproc import WorkerConfig, WorkerProcess
+
+    if arena is None:
+        from evaluator.arena import new_arena
+
+        arena = new_arena(size, device)
+    cfg = WorkerConfig(label=label, providers=providers, device=device if isinstance(device, str) else device.type,
+                       interpret=job.interpret,
+                       sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes, deadline=deadline,
+                       outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
+                       inputs=[a.name for a in task.spec.inputs])
+    return WorkerProcess(cfg, arena)
+
+
+def _candidate_providers(job: Job, task: Any, timing: bool) -> dict[str, Any]:
+    from evaluator.protocol import ProviderSpec
+
+    entry = task.spec.entry_point
+    cand = {"candidate": ProviderSpec(path=job.candidate, entry=entry)}
+    if timing and "self" in job.compare:
+        cand["candidate-again"] = ProviderSpec(path=job.candidate, entry=entry)
+    return cand
+
+
+def launch_early(job: Job, started: float) -> Any:
+    """On the CPU, start the candidate's worker before this process imports torch, so that the
+    two imports overlap. Returns the launched worker, or None (on a GPU the arena needs CUDA)."""
+    if not job.interpret:
+        return None
+    from evaluator.shm import ArenaHandle, host_memfd, round_size
+    from tasks.registry import get_task
+
+    task = get_task(job.slug, Path(job.root))
+    timing = job.command == "bench" and job.cpu_timing
+    sets = int(job.timing.get("sets", 2)) if timing else 1  # type: ignore[arg-type]
+    workloads = [w for w in task.workloads(job.smoke) if not job.workloads or w.name in job.workloads]
+    size = round_size(_arena_bytes(task, workloads, sets))
+    worker = _worker("candidate", _candidate_providers(job, task, timing), task, job, "cpu", size,
+                     started + job.timeout_s, True, 0, arena=ArenaHandle(host_memfd(size), size))
+    worker.launch()
+    return worker
+
+
+def judge_task(job: Job, reporter: Reporter, started: float | None = None, early: Any = None) -> TaskResult:
     import torch
 
-    from evaluator.judge import Judge, Sides, TimingConfig
+    from evaluator.judge import Judge, TimingConfig
     from evaluator.static_scan import scan_file
+    from evaluator.workerproc import WorkerFailure
     from tasks.registry import get_task
 
     root = Path(job.root)
     task = get_task(job.slug, root)
     device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
-    findings = [Finding(kind=f.kind, message=f.message, line=f.line)
+    findings = [Finding(kind=f.kind, message=f.message, line=f.line, file=f.file)
                 for f in scan_file(Path(job.candidate), task.spec.forbidden.python)]
-
+    if job.sandbox_note:
+        findings.append(Finding(kind="sandbox", message=job.sandbox_note))
     baseline_mod = load_module(task.baseline_path, f"_d2k_baseline_{task.spec.id}")
-    try:
-        cand_mod = load_module(Path(job.candidate), f"_d2k_candidate_{task.spec.id}")
-    except BaseException as exc:  # noqa: BLE001 - SystemExit and friends are the candidate's fault too
-        return TaskResult(slug=task.slug, status="error", error_code=errors.USER_IMPORT,
-                          reason=f"the kernel file does not import: {type(exc).__name__}: {exc}"[:4000],
-                          findings=findings)
-    entry = getattr(cand_mod, task.spec.entry_point, None)
-    if not callable(entry):
-        return TaskResult(slug=task.slug, status="error", error_code=errors.USER_ENTRY_POINT,
-                          reason=f"the kernel file defines no function {task.spec.entry_point}()", findings=findings)
-
     baseline_fn = getattr(baseline_mod, task.spec.entry_point)
     reference_fn = getattr(baseline_mod, "reference", baseline_fn)
-    extra: dict[str, Any] = {}
-    timing = job.command == "bench" and not job.interpret
-    if timing:
-        if "compile" in job.compare:
-            extra["compile"] = torch.compile(baseline_fn, dynamic=False)
-        if "expert" in job.compare:
-            extra["expert"] = getattr(load_module(task.expert_path, f"_d2k_expert_{task.spec.id}"),
-                                      task.spec.entry_point)
-        if "self" in job.compare:
-            extra["candidate-again"] = entry
-    judge = Judge(task, Sides(reference=reference_fn, baseline=baseline_fn, candidate=entry, extra=extra),
-                  baseline_mod, device)
-    cfg = TimingConfig(**job.timing) if job.timing else TimingConfig()
-
+    timing = job.command == "bench" and (not job.interpret or job.cpu_timing)
+    cfg = TimingConfig.from_dict(job.timing)
     from evaluator.hardware import detect
 
     profile = detect(torch.cuda.get_device_name(device) if device.type == "cuda" else None)
     cfg.flush_bytes = profile.l2_flush_bytes
     workloads = [w for w in task.workloads(job.smoke) if not job.workloads or w.name in job.workloads]
+    deadline = (started if started is not None else time.monotonic()) + job.timeout_s
+    flush = cfg.flush_bytes if device.type == "cuda" else 0
+    if timing and device.type == "cuda":
+        # Up to three workers hold an arena each; keep them all within half the free memory.
+        free, _ = torch.cuda.mem_get_info(device)
+        if _arena_bytes(task, workloads, cfg.sets) * 3 > free // 2:
+            cfg.sets = 1
+    size = _arena_bytes(task, workloads, cfg.sets if timing else 1)
+    if early is not None:
+        from evaluator.arena import map_host
+
+        early.arena = map_host(early.arena.fd, early.arena.size)
+        workers = [early]
+    else:
+        workers = [_worker("candidate", _candidate_providers(job, task, timing), task, job, device, size, deadline,
+                           True, flush)]
+    try:
+        try:
+            if early is not None:
+                early.wait_ready()
+            else:
+                workers[0].start()
+        except WorkerFailure as exc:
+            return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=str(exc)[:4000],
+                              findings=findings, **_tails(workers))
+        judge = Judge(task, reference_fn, baseline_fn, baseline_mod, device, workers[0])
+        results, all_ok = _judge_workloads(job, task, judge, workloads, timing, cfg, profile, reporter, workers,
+                                           size, deadline, flush)
+        for w in workers:
+            w.finish()
+    except WorkerFailure as exc:
+        verdict = "rejected-cheat" if exc.code in (errors.USER_TAMPER, errors.USER_PROTOCOL, errors.USER_PROCESS) \
+            else "unjudged"
+        status = "timeout" if exc.code == errors.USER_TIMEOUT else "crashed" if exc.code in (
+            errors.USER_CRASH, errors.USER_EXIT) else "error"
+        return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=str(exc)[:4000],
+                          verdict=verdict, findings=findings, **_tails(workers))
+    except errors.SubmissionError as exc:
+        cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH)
+        return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000],
+                          verdict="rejected-cheat" if cheat else "unjudged", findings=findings, **_tails(workers))
+    finally:
+        for w in workers:
+            w.close()
+
+    compute = sorted(judge.compute_ops - set(task.spec.forbidden.aten))
+    if compute:
+        findings.append(Finding(kind="torch-compute", message="PyTorch ops that compute ran in the launcher: "
+                                + ", ".join(compute)))
+    failed = next((t for w in results for t in w.trials if not t.passed), None)
+    forbidden = failed is not None and failed.rule == "forbidden-op"
+    # A missing sandbox is a fact about the run, not about the kernel: it is shown, not judged.
+    about_kernel = [f for f in findings if f.kind != "sandbox"]
+    verdict = "rejected-cheat" if forbidden else (
+        "suspicious" if about_kernel or any(w.findings for w in results) else "clean")
+    code = "" if all_ok else (errors.USER_FORBIDDEN if forbidden else _RULE_CODES.get(failed.rule if failed else "",
+                                                                                     errors.USER_WRONG_ANSWER))
+    return TaskResult(
+        slug=task.slug, status="correct" if all_ok else "incorrect", error_code=code,
+        reason="" if all_ok else _describe(results),
+        verdict=verdict if all_ok or forbidden else "unjudged", workloads=results, findings=findings,
+        aten_ops=sorted(judge.recorder_ops), autotune=judge.autotune, **_tails(workers),
+    )
+
+
+_RULE_CODES = {"host-oom": errors.USER_HOST_OOM, "gpu-oom": errors.USER_GPU_OOM}
+
+
+def _tails(workers: list[Any]) -> dict[str, str]:
+    """The workers' captured stdout and stderr (the kernel's prints), labelled, last 8000 chars."""
+    out = "".join(f"[{w.cfg.label}]\n{w.out.text()}" for w in workers if w.out.data or w.out.dropped)
+    err = "".join(f"[{w.cfg.label}]\n{w.err.text()}" for w in workers if w.err.data or w.err.dropped)
+    return {"stdout_tail": out[-8000:], "stderr_tail": err[-8000:]}
+
+
+def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timing: bool, cfg: Any, profile: Any,
+                     reporter: Reporter, workers: list[Any], size: int, deadline: float,
+                     flush: int) -> tuple[list[WorkloadResult], bool]:
+    from evaluator.protocol import ProviderSpec
+
     results: list[WorkloadResult] = []
     all_ok = True
+    timed: dict[str, Any] = {}
     for i, w in enumerate(workloads):
         seeds = job.seeds[w.name]
         reporter.send(ChildReport(type="progress", workload=w.name, phase="correctness", done=i, total=len(workloads)))
@@ -164,12 +278,15 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
         wr = WorkloadResult(name=w.name, smoke=job.smoke, model=w.model, params=dict(w.params), flops=flops,
                             bytes=nbytes, correct=ok, trials=trials)
         if ok and timing:
+            if not timed:
+                timed = _timing_workers(job, task, judge, workers, size, deadline, flush, ProviderSpec)
+
             def progress(phase: str, _w: str = w.name, _i: int = i) -> None:
                 reporter.send(ChildReport(type="progress", workload=_w, phase=phase, done=_i, total=len(workloads)))
 
-            timings, reason, wfind = judge.time_workload(w, seeds[task.spec.trials:], cfg, progress)
+            timings, reason, wfind = judge.time_workload(w, seeds[task.spec.trials:], cfg, timed, progress)
             base = timings["baseline"].median_ms
-            sol_s = profile.sol_seconds(flops, nbytes, task.compute_dtype(w.params))
+            sol_s = profile.sol_seconds(flops, nbytes, task.compute_dtype(w.params)) if not job.interpret else None
             wr.timings = timings
             wr.stop_reason = reason
             wr.findings = wfind
@@ -183,22 +300,32 @@ def judge_task(job: Job, reporter: Reporter) -> TaskResult:
                                            "impossible, so not a score")
         all_ok &= ok
         results.append(wr)
+    return results, all_ok
 
-    compute = sorted(judge.compute_ops - set(task.spec.forbidden.aten))
-    if compute:
-        findings.append(Finding(kind="torch-compute", message="PyTorch ops that compute ran in the launcher: "
-                                + ", ".join(compute)))
-    failed = next((t for w in results for t in w.trials if not t.passed), None)
-    forbidden = failed is not None and failed.rule == "forbidden-op"
-    verdict = "rejected-cheat" if forbidden else (
-        "suspicious" if findings or any(w.findings for w in results) else "clean")
-    return TaskResult(
-        slug=task.slug, status="correct" if all_ok else "incorrect",
-        error_code="" if all_ok else (errors.USER_FORBIDDEN if forbidden else errors.USER_WRONG_ANSWER),
-        reason="" if all_ok else _describe(results),
-        verdict=verdict if all_ok or forbidden else "unjudged", workloads=results, findings=findings,
-        aten_ops=sorted(judge.recorder_ops), autotune=_autotune_configs(cand_mod),
-    )
+
+def _timing_workers(job: Job, task: Any, judge: Any, workers: list[Any], size: int, deadline: float, flush: int,
+                    provider_spec: Any) -> dict[str, Any]:
+    """Provider name -> worker: the trusted worker (baseline, compile), the candidate's, the expert's."""
+    entry = task.spec.entry_point
+    trusted = {"baseline": provider_spec(path=str(task.baseline_path), entry=entry)}
+    if "compile" in job.compare:
+        trusted["compile"] = provider_spec(path=str(task.baseline_path), entry=entry, compile=True)
+    device = judge.device
+    tw = _worker("trusted", trusted, task, job, device, size, deadline, False, flush)
+    workers.append(tw)
+    tw.start()
+    timed = {name: tw for name in trusted}
+    timed["candidate"] = judge.candidate
+    if "self" in job.compare:
+        timed["candidate-again"] = judge.candidate
+    if "expert" in job.compare:
+        # The expert kernel is handed in as one file: its folder (references/) stays hidden.
+        ew = _worker("expert", {"expert": provider_spec(path=str(task.expert_path), entry=entry)}, task, job, device,
+                     size, deadline, True, flush)
+        workers.append(ew)
+        ew.start()
+        timed["expert"] = ew
+    return timed
 
 
 def _describe(results: list[WorkloadResult]) -> str:
@@ -212,7 +339,15 @@ def _describe(results: list[WorkloadResult]) -> str:
 
 
 def main() -> int:
+    from evaluator.workerproc import become_subreaper
+
     job = Job.model_validate_json(sys.stdin.read())
+    become_subreaper()
+    started_monotonic = time.monotonic()
+    try:
+        early = launch_early(job, started_monotonic)
+    except Exception:  # noqa: BLE001 - the normal start below reports whatever is wrong
+        early = None
     stream = os.fdopen(job.result_fd, "w", buffering=1)
     reporter = Reporter(stream)
     started = time.perf_counter()
@@ -221,12 +356,13 @@ def main() -> int:
     device = torch.device("cpu") if job.interpret else torch.device("cuda", torch.cuda.current_device())
     fp = fingerprint(device)
     try:
-        result = judge_task(job, reporter)
+        result = judge_task(job, reporter, started_monotonic, early)
     except errors.SubmissionError as exc:
         result = TaskResult(slug=job.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000])
     except Exception as exc:  # noqa: BLE001 - whatever broke, the parent gets a reason
+        # No kernel runs in this process, so whatever raised here is the engine's fault.
         tb = traceback.format_exc(limit=8)
-        code = errors.INFRA_ERROR if isinstance(exc, errors.EvaluatorError) else errors.USER_EXCEPTION
+        code = exc.code if isinstance(exc, errors.EvaluatorError) else errors.INFRA_ERROR
         result = TaskResult(slug=job.slug, status="error", error_code=code,
                             reason=f"{type(exc).__name__}: {exc}\n{tb}"[:4000])
     result.wall_s = time.perf_counter() - started

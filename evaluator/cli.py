@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evaluator import report
+from evaluator import errors, report
 from evaluator.result import ChildReport, RunResult, TaskResult
 from evaluator.runner import RunOptions, run
 from tasks.registry import REPO_ROOT, Task, TaskLoadError, load_tasks
@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         _console().print("[red]the task tree does not validate:[/red]")
         for problem in exc.problems:
             _console().print(f"  {problem}")
+        return 2
+    except errors.EvaluatorError as exc:  # the sandbox is required and missing, a bad setting, ...
+        _console().print(f"[red]error ({exc.code}):[/red] {exc}")
         return 2
     except SystemExit as exc:
         if isinstance(exc.code, str):

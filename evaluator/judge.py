@@ -1,27 +1,32 @@
 """Judging one workload: correctness trials, then interleaved timing of every provider.
 
-Runs inside the per-task child process (``evaluator.child``). Correctness follows
-EVALUATION.md: fresh seeded inputs per trial, a reference in higher precision, the eager
-baseline's own error as the floor of the tolerance, and the structural checks (exceptions,
-shapes, dtypes, aliasing, read-only inputs, non-finite values, unwritten elements). Timing only
-follows a correct workload.
+Runs in the judge process (``evaluator.child``), which never imports a kernel under test: every
+provider runs in a worker process (``evaluator.worker``) and is reached through
+:class:`evaluator.workerproc.WorkerProcess`. The judge generates the inputs, writes them into
+the worker's arena, keeps the reference outputs, compares what the worker copied into its
+slots, checks read-only inputs against its own pristine copies, and times each round trip on
+its own clock. Correctness follows EVALUATION.md: fresh seeded inputs per trial, a reference in
+higher precision, the eager baseline's own error as the floor of the tolerance, and the
+structural checks (exceptions, shapes, dtypes, aliasing, read-only inputs, non-finite values,
+unwritten elements). Timing only follows a correct workload.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from evaluator import compare, errors, stats
-from evaluator.aten_record import AtenRecorder
-from evaluator.inputs import TORCH_DTYPES, Inputs, clone_inputs, make_inputs, tensor_bytes, upcast
+from evaluator.aten_record import LAUNCHER_OPS
+from evaluator.inputs import TORCH_DTYPES, Inputs, clone_inputs, make_inputs, upcast
+from evaluator.protocol import Call, Done, TensorRef
 from evaluator.result import Timing, TrialResult, Worst
+from evaluator.workerproc import WorkerFailure, WorkerProcess
 from tasks.registry import Task
 from tasks.spec import Workload
 
@@ -39,19 +44,27 @@ class TimingConfig:
     budget_s: float = 4.0  # device time per workload, all providers together
     warmup: int = 3
     check_probability: float = 0.1  # chance that a timed candidate call is also compared
-    max_sets: int = 6
-    memory_fraction: float = 0.25  # of free device memory for rotated input sets
+    max_checks: int = 24  # checked timed calls per provider and workload, at most
+    sets: int = 2  # input slots per provider, alternated (every call gets fresh values anyway)
     flush_bytes: int = 256 * 2**20  # written before every timed call to empty the L2
+    judge_flush: bool = True  # the judge flushes too, so a worker that skips its flush gains nothing
+    fresh_inputs: bool = True  # new secret values for every call (False: each set keeps its first values)
+    # Work that escapes the worker's timer shows on the judge's clock as a larger round trip
+    # than the trusted providers' (same harness, same transfers): a finding above the first
+    # pair of thresholds, a rejection above the second (fraction of the median, and ms).
+    escape_finding: tuple[float, float] = (0.2, 0.03)
+    escape_reject: tuple[float, float] = (0.5, 0.1)
 
-
-@dataclass
-class Sides:
-    """The callables judged on one task."""
-
-    reference: Fn
-    baseline: Fn
-    candidate: Fn
-    extra: dict[str, Fn] = field(default_factory=dict)  # "compile", "expert", "candidate-again"
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TimingConfig:
+        """Overrides as they arrive through JSON (every number a float), cast to each field's type."""
+        defaults = cls()
+        unknown = set(values) - set(vars(defaults))
+        if unknown:
+            raise errors.EvaluatorError(f"unknown timing option(s): {', '.join(sorted(unknown))}")
+        cast = {k: (tuple(v) if isinstance(getattr(defaults, k), tuple) else type(getattr(defaults, k))(v))
+                for k, v in values.items()}
+        return cls(**cast)
 
 
 def as_outputs(value: Any) -> tuple[Any, ...]:
@@ -63,39 +76,45 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _poison_allocator(device: torch.device, nbytes: int) -> None:
-    """Leave NaN in the blocks the caching allocator will hand out next, so an output element
-    the kernel never writes reads back as NaN instead of a plausible stale value."""
-    if device.type != "cuda" or nbytes <= 0:
-        return
-    blocks = [torch.full((max(1, nbytes // 4),), float("nan"), dtype=torch.float32, device=device) for _ in range(2)]
-    del blocks
-
-
 def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
-def _storage_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.numel() == 0 or b.numel() == 0 or a.device != b.device:
-        return False
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    a0, b0 = sa.data_ptr(), sb.data_ptr()
-    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
+def compute_ops(ops: set[str]) -> set[str]:
+    """The recorded ATen ops that compute something (not allocation, views or copies)."""
+    return {op for op in ops if op.removeprefix("aten::") not in LAUNCHER_OPS}
+
+
+def failed_call(done: Done, who: str) -> tuple[str, str]:
+    """(rule, message) for a call the worker could not complete. A sticky CUDA error (an illegal
+    address) leaves the worker's context unusable, so it ends the task at once."""
+    text = done.message
+    if "illegal memory access" in text or "illegal address" in text or done.exc_type == "AcceleratorError":
+        raise WorkerFailure(f"the {who} triggered a CUDA error: {text}", code=errors.USER_ILLEGAL_ADDRESS)
+    if done.exc_type == "OutOfMemoryError" or "CUDA out of memory" in text:
+        return "gpu-oom", text
+    if done.exc_type == "MemoryError" or "can't allocate memory" in text:
+        return "host-oom", text
+    return done.rule, text
 
 
 class Judge:
-    """Judges one task's workloads with the sides it is given."""
+    """Judges one task's workloads: the reference and the baseline run here, the candidate in
+    its worker, and for timing every provider in the worker that holds it."""
 
-    def __init__(self, task: Task, sides: Sides, baseline_module: Any, device: torch.device):
+    def __init__(self, task: Task, reference: Fn, baseline: Fn, baseline_module: Any, device: torch.device,
+                 candidate: WorkerProcess):
         self.task = task
-        self.sides = sides
+        self.reference = reference
+        self.baseline = baseline
         self.baseline_module = baseline_module
         self.device = device
+        self.candidate = candidate
         self.recorder_ops: set[str] = set()
         self.compute_ops: set[str] = set()
+        self.autotune: dict[str, str] = {}
         # Wall time of the candidate's first call per workload: where its compilation and
         # autotuning happen (the timing phase's warm-up finds it already compiled).
         self.first_call_s: dict[str, float] = {}
@@ -104,10 +123,10 @@ class Judge:
     def reference_outputs(self, inputs: Inputs, params: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
         mode = self.task.spec.reference.mode
         if mode == "function":
-            outs = as_outputs(self.sides.reference(**clone_inputs(inputs)))
+            outs = as_outputs(self.reference(**clone_inputs(inputs)))
         else:
             dtype = torch.float64 if mode == "baseline_fp64" else torch.float32
-            outs = as_outputs(self.sides.baseline(**upcast(clone_inputs(inputs), dtype)))
+            outs = as_outputs(self.baseline(**upcast(clone_inputs(inputs), dtype)))
         return self.canonical(outs, inputs, params)
 
     def canonical(self, outs: tuple[Any, ...], inputs: Inputs, params: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -126,32 +145,13 @@ class Judge:
     def _output_dtype(self, i: int, params: Mapping[str, Any]) -> str:
         return self.task.dtype_of(self.task.spec.outputs[i].dtype, params)
 
-    def check_outputs(self, outs: tuple[Any, ...], ref: tuple[torch.Tensor, ...], cand_inputs: Inputs,
-                      pristine: Inputs, params: Mapping[str, Any],
-                      allowed: list[float] | None) -> tuple[TrialResult | None, dict[str, float]]:
-        """Structural and numerical checks of one call; returns (failure or None, error ratios)."""
+    def check_values(self, outs: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...], cand_inputs: Inputs,
+                     pristine: Inputs, params: Mapping[str, Any],
+                     allowed: list[float] | None) -> tuple[TrialResult | None, dict[str, float]]:
+        """The checks the judge makes on its own memory: read-only inputs, then each output
+        (copied by the worker into the judge's slots) against the reference."""
         spec = self.task.spec
-        if len(outs) != len(spec.outputs):
-            return TrialResult(trial=0, seed=0, passed=False, rule="arity",
-                               message=f"returned {len(outs)} outputs, the task has {len(spec.outputs)}"), {}
         ratios: dict[str, float] = {}
-        for i, (out, decl) in enumerate(zip(outs, spec.outputs, strict=True)):
-            if type(out) is not torch.Tensor:
-                return _fail("type", decl.name, f"output is {type(out).__name__}, not a plain torch.Tensor"), ratios
-            want_shape = self.task.shape_of(decl.shape, params)
-            if tuple(out.shape) != want_shape:
-                return _fail("shape", decl.name, f"shape {tuple(out.shape)}, expected {want_shape}"), ratios
-            want_dtype = TORCH_DTYPES[self._output_dtype(i, params)]
-            if out.dtype != want_dtype:
-                return _fail("dtype", decl.name, f"dtype {out.dtype}, expected {want_dtype}"), ratios
-            if out.device != self.device:
-                return _fail("device", decl.name, f"on {out.device}, expected {self.device}"), ratios
-            for name, value in cand_inputs.items():
-                if isinstance(value, torch.Tensor) and name != decl.may_alias and _storage_overlaps(out, value):
-                    return _fail("alias", decl.name, f"shares memory with input {name!r}"), ratios
-            for j, other in enumerate(outs[:i]):
-                if isinstance(other, torch.Tensor) and _storage_overlaps(out, other):
-                    return _fail("alias", decl.name, f"shares memory with output {spec.outputs[j].name!r}"), ratios
         for arg in spec.inputs:
             if not arg.writable and not _bits_equal(cand_inputs[arg.name], pristine[arg.name]):
                 return _fail("read-only", arg.name, "a read-only input was modified"), ratios
@@ -177,132 +177,148 @@ class Judge:
     def baseline_allowance(self, inputs: Inputs, ref: tuple[torch.Tensor, ...],
                            params: Mapping[str, Any]) -> list[float]:
         """Per output: the ratio the candidate may reach, from eager's own error (TASKS.md 0.5)."""
-        outs = self.canonical(as_outputs(self.sides.baseline(**clone_inputs(inputs))), inputs, params)
+        outs = self.canonical(as_outputs(self.baseline(**clone_inputs(inputs))), inputs, params)
         allowed = []
         for i, decl in enumerate(self.task.spec.outputs):
             base = compare.error_ratio(outs[i], ref[i], self._output_dtype(i, params), decl.compare)
             allowed.append(compare.allowed_ratio(decl.compare, base.ratio))
         return allowed
 
+    def output_shapes(self, params: Mapping[str, Any]) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        return [(self.task.shape_of(o.shape, params), TORCH_DTYPES[self._output_dtype(i, params)])
+                for i, o in enumerate(self.task.spec.outputs)]
+
     def run_trial(self, workload: Workload, trial: int, seed: int) -> TrialResult:
         params = workload.params
         inputs = make_inputs(self.task, params, seed, self.device, self.baseline_module)
         ref = self.reference_outputs(inputs, params)
         allowed = self.baseline_allowance(inputs, ref, params)
-        cand_inputs = clone_inputs(inputs)
-        out_bytes = sum(r.numel() * r.element_size() for r in ref)
-        _poison_allocator(self.device, out_bytes)
+        arena = self.candidate.arena
+        arena.reset()
+        args: dict[str, Any] = {}
+        views: Inputs = {}
+        for name, value in inputs.items():
+            if isinstance(value, torch.Tensor):
+                args[name], views[name] = arena.place(value)
+            else:
+                args[name] = views[name] = value
+        slots = [arena.slot(shape, dtype) for shape, dtype in self.output_shapes(params)]
         _sync(self.device)
-        recorder = AtenRecorder()
-        t0 = time.perf_counter()
-        try:
-            with recorder:
-                outs = as_outputs(self.sides.candidate(**cand_inputs))
-            _sync(self.device)
-            self.first_call_s.setdefault(workload.name, time.perf_counter() - t0)
-        except Exception as exc:  # the candidate's exception is a result, not a crash of ours
-            return TrialResult(trial=trial, seed=seed, passed=False, rule="exception",
-                               message=f"{type(exc).__name__}: {exc}"[:2000])
-        finally:
-            self.recorder_ops |= recorder.ops
-            self.compute_ops |= recorder.compute_ops()
-        forbidden = set(self.task.spec.forbidden.aten) & recorder.ops
+        done, _ = self.candidate.call(Call(seq=0, provider="candidate", mode="check", args=args,
+                                           outs=[r for r, _ in slots]))
+        self.recorder_ops |= set(done.ops)
+        self.compute_ops |= compute_ops(set(done.ops))
+        self.autotune.update(done.autotune)
+        self.first_call_s.setdefault(workload.name, done.device_ms / 1e3)
+        if not done.ok:
+            rule, message = failed_call(done, "kernel") if done.rule == "exception" else (done.rule, done.message)
+            return TrialResult(trial=trial, seed=seed, passed=False, rule=rule, output=done.output,
+                               message=message[:2000])
+        forbidden = set(self.task.spec.forbidden.aten) & set(done.ops)
         if forbidden:
             return TrialResult(trial=trial, seed=seed, passed=False, rule="forbidden-op",
                                message=f"called {', '.join(sorted(forbidden))}: {self.task.spec.forbidden.reason}")
-        failure, ratios = self.check_outputs(outs, ref, cand_inputs, inputs, params, allowed)
+        outs = tuple(v.clone() for _, v in slots)
+        failure, ratios = self.check_values(outs, ref, views, inputs, params, allowed)
         if failure is not None:
             return failure.model_copy(update={"trial": trial, "seed": seed})
         return TrialResult(trial=trial, seed=seed, passed=True, error_ratio=ratios)
 
     # --- timing ------------------------------------------------------------------------------
-    def time_workload(self, workload: Workload, seeds: list[int], cfg: TimingConfig,
+    def time_workload(self, workload: Workload, seeds: list[int], cfg: TimingConfig, workers: dict[str, WorkerProcess],
                       progress: Callable[[str], None]) -> tuple[dict[str, Timing], str, list[str]]:
-        """Interleaved timing of baseline, candidate and extras; returns timings, stop reason, findings."""
+        """Interleaved timing of every provider in ``workers`` (name -> the worker holding it).
+
+        Every call gets fresh secret inputs, written into the worker's arena by the judge, so a
+        cache keyed on pointers or content never hits; a random sample of the candidate's timed
+        calls is compared with the reference (the worker copies every call's outputs, so it cannot
+        tell which). Returns timings, the stop reason and findings.
+        """
         params = workload.params
         dev = self.device
-        first = make_inputs(self.task, params, seeds[0], dev, self.baseline_module)
-        set_bytes = max(1, tensor_bytes(first))
-        free, _ = torch.cuda.mem_get_info(dev)
-        n_sets = int(max(2, min(cfg.max_sets, (free * cfg.memory_fraction) // (3 * set_bytes))))
-        sets: list[Inputs] = [first] + [
-            make_inputs(self.task, params, s, dev, self.baseline_module) for s in seeds[1:n_sets]
-        ]
-        n_sets = len(sets)
-        writable = [a.name for a in self.task.spec.inputs if a.writable]
-        refs = [tuple(r.float() if r.is_floating_point() else r for r in self.reference_outputs(s, params))
-                for s in sets]
-        allowed = [self.baseline_allowance(s, refs[k], params) for k, s in enumerate(sets)]
-        work = [clone_inputs(s) for s in sets]
-        flush = torch.empty(cfg.flush_bytes // 4, dtype=torch.float32, device=dev)
-
-        providers: dict[str, Fn] = {"baseline": self.sides.baseline, "candidate": self.sides.candidate,
-                                    **self.sides.extra}
-        times: dict[str, list[float]] = {p: [] for p in providers}
-        host: dict[str, list[float]] = {p: [] for p in providers}
-        compile_s: dict[str, float] = {}
-        checked: dict[str, int] = {p: 0 for p in providers}
-        findings: list[str] = []
         rng = random.Random(seeds[-1])
+        template = make_inputs(self.task, params, seeds[0], dev, self.baseline_module)
+        outputs = self.output_shapes(params)
+        layout: dict[str, list[tuple[dict[str, Any], list[TensorRef]]]] = {}
+        for w in {id(w): w for w in workers.values()}.values():
+            w.arena.reset()
+            sets = []
+            for _ in range(cfg.sets):
+                args = {n: (w.arena.alloc(tuple(v.shape), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor)
+                            else v) for n, v in template.items()}
+                outs = [w.arena.slot(shape, dtype)[0] for shape, dtype in outputs]
+                sets.append((args, outs))
+            layout[w.cfg.label] = sets
+        flush = torch.empty(cfg.flush_bytes // 4, dtype=torch.float32, device=dev) if dev.type == "cuda" else None
+        times: dict[str, list[float]] = {p: [] for p in workers}
+        walls: dict[str, list[float]] = {p: [] for p in workers}
+        compile_s: dict[str, float] = {}
+        checked: dict[str, int] = {p: 0 for p in workers}
+        peak: dict[str, int] = {}
+        findings: list[str] = []
+        kept: dict[tuple[str, int], Inputs] = {}  # the values reused per set when fresh_inputs is off
 
-        def call(name: str, k: int, timed: bool) -> tuple[float, float, Any]:
-            args = work[k]
-            for n in writable:
-                args[n].copy_(sets[k][n])
-            torch.cuda.synchronize(dev)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            # The flush is queued and the call launched behind it without waiting: the host's
-            # launch latency overlaps the flush, so the events time the device work alone.
-            t0 = time.perf_counter()
-            flush.zero_()
-            start.record()
-            out = providers[name](**args)
-            end.record()
-            torch.cuda.synchronize(dev)  # device-wide: work on a side stream is waited for too
-            t1 = time.perf_counter()
-            return start.elapsed_time(end), (t1 - t0) * 1e3, out
+        def call(name: str, k: int, mode: str, check: bool = False, measure_peak: bool = False) -> Done:
+            w = workers[name]
+            args, outs = layout[w.cfg.label][k]
+            seed = rng.getrandbits(62)
+            if cfg.fresh_inputs or check or (name, k) not in kept:
+                fresh = make_inputs(self.task, params, seed, dev, self.baseline_module)
+                if not cfg.fresh_inputs and not check:
+                    kept[(name, k)] = fresh
+            else:
+                fresh = kept[(name, k)]
+            views = {n: (w.arena.view(r) if isinstance(r, TensorRef) else r) for n, r in args.items()}
+            for n, v in fresh.items():
+                if isinstance(v, torch.Tensor):
+                    views[n].copy_(v)
+            if flush is not None and cfg.judge_flush:
+                flush.zero_()
+            _sync(dev)
+            done, wall = w.call(Call(seq=0, provider=name, mode=mode, args=args, outs=outs, measure_peak=measure_peak))
+            if not done.ok:
+                rule, message = failed_call(done, name) if done.rule == "exception" else (done.rule, done.message)
+                if not name.startswith("candidate") and w.cfg.label == "trusted":
+                    raise errors.EvaluatorError(f"the {name} provider failed a timed call: {rule}: {message}")
+                raise errors.SubmissionError(f"a timed call of {name} failed: {rule}: {done.output} {message}"[:3000],
+                                             code=errors.USER_TIMED_MISMATCH)
+            if mode == "time":
+                times[name].append(done.device_ms)
+                walls[name].append(wall)
+            if check:
+                checked[name] += 1
+                ref = self.reference_outputs(fresh, params)
+                allowed = self.baseline_allowance(fresh, ref, params)
+                got = tuple(w.arena.view(r).clone() for r in outs)
+                failure, _ = self.check_values(got, ref, views, fresh, params, allowed)
+                if failure is not None:
+                    raise errors.SubmissionError(
+                        f"a timed call of {name} on fresh inputs gave a wrong answer: "
+                        f"{failure.rule} on {failure.output}: {failure.message}", code=errors.USER_TIMED_MISMATCH)
+            return done
 
-        flush_ms = _flush_time_ms(flush)
-        for name in providers:
+        for name in workers:
             progress(f"warm-up {name}")
-            t0 = time.perf_counter()
-            call(name, 0, False)
-            compile_s[name] = time.perf_counter() - t0
+            done = call(name, 0, "warm")
+            compile_s[name] = done.device_ms / 1e3
             if name.startswith("candidate"):
                 compile_s[name] = max(compile_s[name], self.first_call_s.get(workload.name, 0.0))
             for i in range(cfg.warmup - 1):
-                call(name, (i + 1) % n_sets, False)
-
-        peak: dict[str, int] = {}
-        if self.task.spec.peak_memory:
-            for name in providers:
-                torch.cuda.synchronize(dev)
-                before = torch.cuda.memory_allocated(dev)
-                torch.cuda.reset_peak_memory_stats(dev)
-                out = call(name, 0, False)[2]
-                peak[name] = max(0, torch.cuda.max_memory_allocated(dev) - before)
-                del out
+                call(name, (i + 1) % cfg.sets, "warm")
+            if self.task.spec.peak_memory and dev.type == "cuda":
+                peak[name] = call(name, 0, "warm", measure_peak=True).peak_mem_bytes or 0
 
         spent_ms = 0.0
         reason = "max count"
-        order = list(providers)
+        order = list(workers)
         for rnd in range(cfg.max_count):
             rng.shuffle(order)
-            k = rnd % n_sets
+            k = rnd % cfg.sets
             for name in order:
-                ms, host_ms, out = call(name, k, True)
-                times[name].append(ms)
-                host[name].append(host_ms)
-                spent_ms += ms
-                if name.startswith("candidate") and (rng.random() < cfg.check_probability or rnd == 0):
-                    checked[name] += 1
-                    failure, _ = self.check_outputs(as_outputs(out), refs[k], work[k], sets[k], params, allowed[k])
-                    if failure is not None:
-                        raise errors.SubmissionError(
-                            f"a timed call of {name} on input set {k} gave a wrong answer: "
-                            f"{failure.rule} on {failure.output}: {failure.message}",
-                            code=errors.USER_TIMED_MISMATCH)
-                del out
+                check = name.startswith("candidate") and checked[name] < cfg.max_checks and (
+                    rnd == 0 or rng.random() < cfg.check_probability)
+                done = call(name, k, "time", check=check)
+                spent_ms += done.device_ms
             if rnd + 1 >= cfg.min_count and all(
                 stats.converged(v, cfg.target_rel_stderr, cfg.min_count) for v in times.values()
             ):
@@ -314,39 +330,39 @@ class Judge:
             if rnd % 10 == 0:
                 progress(f"timing round {rnd + 1}")
 
+        residual = {p: statistics.median(w - t for w, t in zip(walls[p], times[p], strict=True)) for p in workers}
+        trusted = [residual[p] for p in workers if not p.startswith("candidate")]
+        floor = min(trusted) if trusted else min(residual.values())
         result: dict[str, Timing] = {}
         for name, values in times.items():
             s = sorted(values)
             med = statistics.median(s)
-            # Host time covers the queued flush too; take it out before comparing with the events.
-            host_ms = max(0.0, statistics.median(host[name]) - flush_ms)
-            ratio = min(host_ms / med, MAX_RATIO) if med > 0 else MAX_RATIO
-            if name.startswith("candidate") and ratio > 3.0 and host_ms > 0.5:
-                findings.append(f"{name}: host time is {ratio:.1f}x the event time (work outside the timed stream?)")
+            excess = residual[name] - floor
+            if name.startswith("candidate"):
+                findings += _escape_check(name, med, excess, cfg)
+            host_ms = med + max(0.0, excess)
             result[name] = Timing(
                 median_ms=med, q1_ms=stats.quantile(s, 0.25), q3_ms=stats.quantile(s, 0.75),
                 mean_ms=statistics.fmean(s), min_ms=s[0], count=len(s), rel_stderr=stats.rel_stderr(s),
-                host_over_device=ratio, compile_s=compile_s[name], checked_calls=checked[name],
-                peak_mem_bytes=peak.get(name),
+                host_over_device=min(host_ms / med, MAX_RATIO) if med > 0 else MAX_RATIO,
+                compile_s=compile_s[name], checked_calls=checked[name], peak_mem_bytes=peak.get(name),
             )
-        sets.clear()
-        work.clear()
-        refs.clear()
         return result, reason, findings
+
+
+def _escape_check(name: str, median_ms: float, excess_ms: float, cfg: TimingConfig) -> list[str]:
+    """Work that escaped the worker's timer: a rejection when large, a finding when noticeable."""
+    frac, floor_ms = cfg.escape_reject
+    what = (f"{name}: the judge's clock saw {excess_ms * 1e3:.0f} us per call more than the worker's timer "
+            f"reported ({median_ms * 1e3:.0f} us), compared with the trusted providers timed the same way")
+    if excess_ms > max(frac * median_ms, floor_ms):
+        raise errors.SubmissionError(what + ": work escaped the timer (side stream, thread, or a patched clock)",
+                                     code=errors.USER_TIMING_INTEGRITY)
+    frac, floor_ms = cfg.escape_finding
+    if excess_ms > max(frac * median_ms, floor_ms):
+        return [what + " (work outside the timed region?)"]
+    return []
 
 
 def _fail(rule: str, output: str, message: str) -> TrialResult:
     return TrialResult(trial=0, seed=0, passed=False, rule=rule, output=output, message=message)
-
-
-def _flush_time_ms(flush: torch.Tensor) -> float:
-    """Median device time of one L2 flush, subtracted from host times (which include it)."""
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        flush.zero_()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)

@@ -80,6 +80,7 @@ class Finding(_Model):
     kind: str
     message: str
     line: int | None = None
+    file: str = ""  # the bundle file a static-scan finding is in
 
 
 class TaskResult(_Model):

@@ -20,7 +20,6 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,8 +27,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evaluator import ENGINE_VERSION, errors, hardware
+from evaluator import ENGINE_VERSION, errors, hardware, sandbox
 from evaluator.result import Candidate, ChildReport, Fingerprint, RunResult, TaskResult
+from evaluator.tails import TailBuffer, drain
 from tasks.registry import REPO_ROOT, Task
 
 OUTPUT_CAP = 64 * 1024  # bytes of a child's stdout/stderr kept (the tail)
@@ -44,37 +44,13 @@ class RunOptions:
     compare: list[str] = field(default_factory=list)
     timeout_s: float = 900.0
     interpret: bool | None = None  # None: decide from whether a GPU is present
-    timing: dict[str, float] = field(default_factory=dict)
+    timing: dict[str, float | list[float]] = field(default_factory=dict)  # TimingConfig overrides
     workloads: list[str] = field(default_factory=list)
     label: str = "candidate"
+    cpu_timing: bool = False  # bench on the CPU with the host clock: tests of the timing protocol only
 
 
 ProgressFn = Callable[[str, ChildReport], None]
-
-
-class _TailBuffer:
-    """Keeps the last ``cap`` bytes of a stream, counting what was dropped."""
-
-    def __init__(self, cap: int):
-        self.cap = cap
-        self.data = bytearray()
-        self.dropped = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.data += chunk
-        if len(self.data) > self.cap:
-            cut = len(self.data) - self.cap
-            self.dropped += cut
-            del self.data[:cut]
-
-    def text(self) -> str:
-        prefix = f"[... {self.dropped} bytes dropped ...]\n" if self.dropped else ""
-        return prefix + self.data.decode("utf-8", errors="replace")
-
-
-def _drain(stream, buf: _TailBuffer) -> None:  # noqa: ANN001
-    for chunk in iter(lambda: stream.read(65536), b""):
-        buf.feed(chunk)
 
 
 def gpu_present() -> bool:
@@ -94,14 +70,18 @@ def file_sha256(path: Path) -> str:
 
 
 def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
-             seeds: dict[str, list[int]], on_progress: ProgressFn | None = None
-             ) -> tuple[TaskResult, Fingerprint | None]:
-    """Judge one task in a fresh child process."""
+             seeds: dict[str, list[int]], on_progress: ProgressFn | None = None,
+             sandboxing: tuple[bool, str] | None = None) -> tuple[TaskResult, Fingerprint | None]:
+    """Judge one task in a fresh judge process (which starts the sandboxed workers)."""
+    sandboxed, note = sandboxing if sandboxing is not None else sandbox.decide()
     read_fd, write_fd = os.pipe()
     job = {
         "root": str(task.root), "slug": task.slug, "candidate": str(candidate), "command": opts.command,
         "smoke": opts.smoke, "interpret": interpret, "seeds": seeds, "compare": opts.compare,
         "result_fd": write_fd, "timing": opts.timing, "workloads": opts.workloads,
+        "sandboxed": sandboxed, "sandbox_note": note, "cpu_timing": opts.cpu_timing,
+        # The judge gives up first, with a precise reason, and still has time to clean up.
+        "timeout_s": max(1.0, opts.timeout_s - max(8.0, 0.05 * opts.timeout_s)),
     }
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -114,11 +94,9 @@ def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
         stderr=subprocess.PIPE, pass_fds=(write_fd,), env=env, cwd=str(task.root), start_new_session=True,
     )
     os.close(write_fd)
-    out_buf, err_buf = _TailBuffer(OUTPUT_CAP), _TailBuffer(OUTPUT_CAP)
-    drains = [threading.Thread(target=_drain, args=(s, b), daemon=True)
-              for s, b in ((proc.stdout, out_buf), (proc.stderr, err_buf))]
-    for t in drains:
-        t.start()
+    out_buf, err_buf = TailBuffer(OUTPUT_CAP), TailBuffer(OUTPUT_CAP)
+    assert proc.stdout is not None and proc.stderr is not None
+    drains = [drain(proc.stdout, out_buf), drain(proc.stderr, err_buf)]
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(job).encode())
     proc.stdin.close()
@@ -194,7 +172,11 @@ def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
         if tail:
             reason += ": " + " | ".join(tail)[-1500:]
         return TaskResult(slug=task.slug, status="crashed", error_code=code, reason=reason, **tails), None
-    result = final.result.model_copy(update=tails)
+    # The workers' output (the kernel's prints) comes inside the result; the judge's own follows.
+    merged = {"wall_s": wall,
+              "stdout_tail": (final.result.stdout_tail + tails["stdout_tail"])[-8000:],
+              "stderr_tail": (final.result.stderr_tail + tails["stderr_tail"])[-8000:]}
+    result = final.result.model_copy(update=merged)
     return result, final.fingerprint
 
 
@@ -230,6 +212,7 @@ def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptio
         on_progress: ProgressFn | None = None, on_task_done: Callable[[TaskResult], None] | None = None,
         candidate_path: Path | None = None) -> RunResult:
     """Judge ``tasks``, each against the kernel file ``candidate_for(task)``."""
+    sandboxing = sandbox.decide()  # once per run; raises when the sandbox is required and missing
     interpret = (not gpu_present()) if opts.interpret is None else opts.interpret
     smoke = opts.smoke or interpret  # the interpreter only ever runs the smoke workloads
     opts = RunOptions(**{**opts.__dict__, "smoke": smoke})
@@ -240,16 +223,18 @@ def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptio
     for task in tasks:
         seeds = seed_schedule(task, smoke, opts.workloads)
         schedule.update({f"{task.slug}/{k}": v for k, v in seeds.items()})
-        result, task_fp = run_task(task, candidate_for(task), opts, interpret, seeds, on_progress)
+        result, task_fp = run_task(task, candidate_for(task), opts, interpret, seeds, on_progress, sandboxing)
         fp = fp or task_fp
         results.append(result)
         if on_task_done:
             on_task_done(result)
     fp = fp or _local_fingerprint()
     profile = hardware.detect(fp.gpu_name or None) if not interpret else hardware.PROFILES["cpu-interpret"]
-    timing_taken = opts.command == "bench" and not interpret
+    timing_taken = opts.command == "bench" and (not interpret or opts.cpu_timing)
     note = ""
-    if interpret:
+    if interpret and timing_taken:
+        note = "CPU timing (a test of the timing protocol): host-clock times in Triton's interpreter, not a score"
+    elif interpret:
         note = "no GPU: kernels ran in Triton's interpreter on the smoke workloads; no timing was taken"
     elif opts.command == "check":
         note = "correctness only; no timing was taken"

@@ -24,6 +24,7 @@ need_apt() {  # need_apt BINARY PACKAGE...: install the packages when BINARY is 
 need_apt /usr/bin/chromium chromium
 need_apt pg_ctlcluster postgresql
 need_apt redis-server redis-server
+need_apt bwrap bubblewrap  # the engine's sandbox (tests/evaluator/test_sandbox.py)
 
 # PostgreSQL, trust auth on 127.0.0.1 as the Debian package sets it up for local tests.
 PG_VERSION="$(ls /etc/postgresql | sort -V | tail -1)"

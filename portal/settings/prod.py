@@ -11,6 +11,9 @@ if not SECRET_KEY or SECRET_KEY == INSECURE_SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set to a private value in production")
 
 DEBUG = env_bool("DEBUG", False)
+# Kernels are never judged outside bubblewrap in production: the engine (a subprocess that
+# inherits this environment) refuses to run when the sandbox does not work (evaluator/sandbox.py).
+D2K_SANDBOX = os.environ.setdefault("D2K_SANDBOX", "require")
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)

@@ -31,13 +31,22 @@ def _run(paths: list[Path], timeout_s: float = 60):
 
 
 def test_hang_is_killed_with_its_process_group_and_the_next_task_runs(tmp_path):
-    hang = _kernel(tmp_path, "hang", "    os.fork() == 0 and time.sleep(3600)\n    time.sleep(3600)")
+    hang = _kernel(tmp_path, "hang", "    time.sleep(3600)")
     started = time.monotonic()
     result = _run([hang, EXPERT], timeout_s=20)
     assert time.monotonic() - started < 120
     first, second = result.tasks
     assert first.status == "timeout" and first.error_code == "eval:user:timeout"
     assert "process group was killed" in first.reason
+    assert second.status == "correct"
+
+
+def test_a_forked_child_fails_the_task_and_dies_with_it(tmp_path):
+    body = "    if os.fork() == 0:\n        os.setsid()\n        time.sleep(3600)\n    time.sleep(3)\n    raise RuntimeError('x')"
+    result = _run([_kernel(tmp_path, "fork", body), EXPERT], timeout_s=60)
+    first, second = result.tasks
+    assert first.error_code == "eval:user:process", first.reason
+    assert "may not start processes" in first.reason and first.verdict == "rejected-cheat"
     assert second.status == "correct"
 
 
@@ -67,10 +76,10 @@ def test_missing_entry_point(tmp_path):
     assert task.error_code == "eval:user:entry-point" and "silu_and_mul" in task.reason
 
 
-def test_output_flood_is_capped(tmp_path):
-    body = "    sys.stdout.write('x' * (1 << 20) * 8)\n    sys.stdout.flush()\n    raise RuntimeError('after flood')"
+def test_output_flood_fails_the_task_and_the_tail_is_capped(tmp_path):
+    body = "    sys.stdout.write('x' * (1 << 20) * 8)\n    sys.stdout.flush()\n    time.sleep(5)\n    raise RuntimeError('x')"
     (task,) = _run([_kernel(tmp_path, "flood", body)]).tasks
-    assert task.status == "incorrect"
+    assert task.error_code == "eval:user:output-flood", task.reason
     assert len(task.stdout_tail) <= 8000 + 100
     assert OUTPUT_CAP < 8 * 2**20
 

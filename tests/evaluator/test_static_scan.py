@@ -42,3 +42,14 @@ def test_forbidden_names_of_the_task():
 def test_no_kernel_and_syntax_error():
     assert [f.kind for f in scan_source("def op(x):\n    return x\n")] == ["no-kernel"]
     assert scan_source("def op(:\n")[0].kind == "syntax"
+
+
+def test_bundle_scan_names_file_and_line():
+    from evaluator.static_scan import scan_bundle
+
+    helper = "import torch\n\ndef helper(x):\n    torch.cuda.Stream()\n    return x\n"
+    findings = scan_bundle({"kernel.py": CLEAN, "helpers/util.py": helper.encode(), "README.md": "import os"})
+    assert [(f.file, f.kind, f.line) for f in findings] == [("helpers/util.py", "call", 4)]
+    assert scan_bundle({"a.py": "def op(x):\n    return x\n"})[0].kind == "no-kernel"
+    patched = scan_bundle({"k.py": CLEAN + "\nimport time\ntime.perf_counter = lambda: 0.0\n"})
+    assert any(f.kind == "patch" and "time.perf_counter" in f.message for f in patched)

@@ -1,0 +1,99 @@
+"""What a worker's process tree is doing, read from ``/proc`` by the judge (outside its reach).
+
+Two watches: the resident memory of the whole tree (a kernel that eats host memory is killed
+before the machine's OOM killer picks a victim), and processes the kernel started. Triton
+legitimately runs its compilers (``ptxas``, and the C compiler once per cache for its launcher),
+so those are allowed; anything else under the worker (a shell, a forked Python, a daemon) fails
+the task. A process that lives shorter than the polling interval can slip past this watch, but
+not past the PID namespace, which ends with the task.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Executables a worker may start: Triton's assembler and the C toolchain it builds its launcher
+#: with, under their distribution names (``x86_64-linux-gnu-gcc-13``, ``ld.bfd``, ...).
+ALLOWED_EXE = re.compile(
+    r"^(ptxas(-\w+)?|ldconfig(\.real)?|cc1|cc1plus|collect2|lto-wrapper|cuobjdump|nvdisasm|clang(-\d+)?"
+    r"|((x86_64|aarch64)-linux-gnu-)?(gcc|g\+\+|cc|c\+\+|as|ld|ld\.bfd|ld\.gold)(-\d+)?)$")
+
+
+def allowed(exe: str) -> bool:
+    """A compiler by name, and not one the kernel could have dropped in its working directory."""
+    return bool(ALLOWED_EXE.match(Path(exe).name)) and not exe.startswith(("/sandbox/", "/dev/shm/"))
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    exe: str
+    cmdline: str
+    rss_bytes: int
+
+
+def _read(pid: int) -> Proc | None:
+    base = Path("/proc") / str(pid)
+    try:
+        stat = (base / "stat").read_text()
+        # The command name may hold spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X"):
+            return None  # exiting or a zombie: no longer running anything
+        ppid, rss_pages = int(fields[1]), int(fields[21])
+        try:
+            exe = os.readlink(base / "exe")
+        except OSError:
+            exe = ""
+        cmdline = (base / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, ValueError, IndexError):
+        return None
+    return Proc(pid, ppid, exe, cmdline[:300], rss_pages * os.sysconf("SC_PAGE_SIZE"))
+
+
+def tree(root: int) -> list[Proc]:
+    """``root`` and all its descendants."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            p = _read(int(entry))
+            if p is not None:
+                procs[p.pid] = p
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        if pid in procs:
+            out.append(procs[pid])
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def spawned(procs: list[Proc]) -> list[Proc]:
+    """Processes in a worker's tree that are neither the sandbox (bubblewrap), the worker itself
+    (the topmost Python running ``evaluator.worker``) nor one of Triton's compilers."""
+    pids = {p.pid for p in procs}
+    out = []
+    for p in procs:
+        if not p.exe and not p.cmdline:
+            continue  # a process in the middle of exiting: its exe and arguments are gone
+        name = Path(p.exe).name
+        if name == "bwrap" or allowed(p.exe):
+            continue
+        if "evaluator.worker" in p.cmdline and name.startswith("python"):
+            parent_is_worker = any(q.pid == p.ppid and "evaluator.worker" in q.cmdline
+                                   and Path(q.exe).name.startswith("python") for q in procs if q.pid in pids)
+            if not parent_is_worker:
+                continue  # the worker itself; a forked copy of it has the worker as its parent
+        out.append(p)
+    return out
+
+
+def rss(procs: list[Proc]) -> int:
+    return sum(p.rss_bytes for p in procs)
