@@ -43,7 +43,8 @@ class PairsView(APIView):
     def get(self, request: Request) -> Response:
         f = filters_from(request._request)
         out = []
-        for p in board.pairs(board_queries.entries(f.hardware), n_boot=5000):
+        page = board_queries.pair_page(f.hardware, f.model)
+        for p in board.pairs(board_queries.entries(f.hardware, submission_ids=page), n_boot=5000):
             c = p.comparison
             out.append({"unguided": int(p.unguided.key), "guided": int(p.guided.key), "model": p.guided.model,
                         "team": p.guided.team, "conditions": [p.unguided.condition, p.guided.condition],

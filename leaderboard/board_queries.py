@@ -100,9 +100,15 @@ def expert_speedups(hardware: str) -> dict[str, float]:
     return {slug: s.speedup for slug, s in scores.items() if s.speedup}
 
 
-def entries(hardware: str, mode: str = "kernel") -> list[board.Entry]:
-    """Latest published submissions of the profile as :class:`leaderboard.board.Entry`, with task scores."""
-    subs = list(SubmissionScore.objects.filter(hardware=hardware, scope=ALL, is_latest=True, mode=mode))
+def entries(hardware: str, mode: str = "kernel", submission_ids: Sequence[int] | None = None) -> list[board.Entry]:
+    """Latest published submissions of the profile as :class:`leaderboard.board.Entry`, with task scores.
+
+    ``submission_ids`` restricts them (a page of pairs); task scores are fetched for those only.
+    """
+    qs = SubmissionScore.objects.filter(hardware=hardware, scope=ALL, is_latest=True, mode=mode)
+    if submission_ids is not None:
+        qs = qs.filter(submission_id__in=list(submission_ids))
+    subs = list(qs)
     by_sub: dict[int, dict[str, Score]] = {s.submission_id: {} for s in subs}
     for ts in TaskScore.objects.filter(submission_id__in=by_sub).select_related("task"):
         by_sub[ts.submission_id][ts.task.slug] = Score(ts.correct, ts.speedup, ts.sol_fraction, tuple(ts.findings))
@@ -118,3 +124,27 @@ def task_categories() -> dict[str, str]:
 
 def task_labels(slugs: Sequence[str]) -> dict[str, str]:
     return {slug: f"{tid} {slug}" for slug, tid in Task.objects.filter(slug__in=slugs).values_list("slug", "task_id")}
+
+
+def pair_page(hardware: str, model: str = "", limit: int = 20) -> list[int]:
+    """Submission ids of the newest ``limit`` (unguided, guided) pairs, found from stored fields only.
+
+    Pairing needs each side's task set, read from the stored task scores' task ids in one query
+    over the candidate groups; the bootstrap then runs only for the page shown.
+    """
+    qs = SubmissionScore.objects.filter(hardware=hardware, scope=ALL, is_latest=True, mode="kernel")
+    if model:
+        qs = qs.filter(model_name__icontains=model)
+    rows = list(qs.values_list("submission_id", "team_name", "model_name", "harness_name", "budget", "guidance",
+                               "published_at"))
+    groups: dict[tuple[object, ...], dict[str, tuple[int, object]]] = {}
+    for sid, team, model_name, harness, budget, guidance, published in rows:
+        groups.setdefault((team, model_name, harness, budget), {})[guidance] = (sid, published)
+    candidates = [(g, by) for g, by in groups.items() if "none" in by and len(by) > 1]
+    candidates.sort(key=lambda gb: max(p for _, p in gb[1].values()), reverse=True)
+    out: list[int] = []
+    for _, by in candidates:
+        if len(out) >= 2 * limit:
+            break
+        out += [sid for sid, _ in by.values()]
+    return out

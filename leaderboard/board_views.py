@@ -14,6 +14,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from evaluator.result import RunResult
+from evaluator.score_result import score_run
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
 from leaderboard import board, board_queries, charts
 from portal.scores.models import ALL, SubmissionScore
@@ -66,34 +68,34 @@ def board_data(f: board_queries.Filters) -> list[dict[str, Any]]:
         row_dict(s) for s in board_queries.rows(f)]
 
 
+TABLE_ROWS = 100  # rows shown on the page; CSV, JSON and the API carry every row
+CHART_ROWS = 20
+
+
 def _board_charts(f: board_queries.Filters, rows: list[SubmissionScore]) -> dict[str, Any]:
-    bars = [charts.ScoreBar(r.model_name, r.guidance, r.performance_score) for r in rows if r.mode == "kernel"]
-    cats = [charts.CategoryCount(f"{r.model_name} · {r.guidance}", r.scope, r.correct_count, r.suite_size)
-            for r in SubmissionScore.objects.filter(hardware=f.hardware, is_latest=True, mode="kernel")
-            .exclude(scope=ALL).order_by("model_name", "guidance", "scope")[:400]]
-    out = {}
+    """The board's charts, built from the top rows only (the page must stay fast at 10,000 submissions)."""
+    top = rows[:CHART_ROWS]
+    out: dict[str, Any] = {}
+    bars = [charts.ScoreBar(r.model_name, r.guidance, r.performance_score) for r in top]
     if bars:
         out["scores"] = charts.score_bars(bars)
+    ids = [r.submission_id for r in top]
+    cats = [charts.CategoryCount(f"{r.model_name} · {r.guidance}", r.scope, r.correct_count, r.suite_size)
+            for r in SubmissionScore.objects.filter(submission_id__in=ids).exclude(scope=ALL)
+            .order_by("model_name", "guidance", "scope")]
     if cats:
         out["categories"] = charts.correctness_by_category(cats)
     labels = board_queries.task_labels(board_queries.suite(ALL))
-    experts = board_queries.expert_speedups(f.hardware)
-    sol_rows = []
-    for e in board_queries.entries(f.hardware)[:20]:
-        sol_rows += [charts.SolPoint(e.label, labels.get(slug, slug), s.sol_fraction) for slug, s in e.tasks.items()]
-    ref = board_queries.reference_rows(f.hardware, ALL)
-    if experts or sol_rows:
-        run = ref[-1].run if ref and ref[-1].run else None
-        if run is not None:
-            from evaluator.result import RunResult
-            from evaluator.score_result import score_run
-
-            for slug, s in score_run(RunResult.model_validate(run.result_json), "candidate").items():
-                sol_rows.append(charts.SolPoint("expert kernels", labels.get(slug, slug), s.sol_fraction))
-        if sol_rows:
-            out["sol"] = charts.sol_per_task(sol_rows)
-    judged = [charts.JudgePoint(e.label, "suite", e.design_score, e.implementation_score)
-              for e in board_queries.entries(f.hardware) if e.design_score is not None and e.implementation_score is not None]
+    sol_rows = [charts.SolPoint(e.label, labels.get(slug, slug), s.sol_fraction)
+                for e in board_queries.entries(f.hardware, submission_ids=ids[:5]) for slug, s in e.tasks.items()]
+    run = board_queries.ReferenceRun.objects.filter(hardware=f.hardware).order_by("-started_at").first()
+    if run is not None:
+        for slug, s in score_run(RunResult.model_validate(run.result_json), "candidate").items():
+            sol_rows.append(charts.SolPoint("expert kernels", labels.get(slug, slug), s.sol_fraction))
+    if sol_rows:
+        out["sol"] = charts.sol_per_task(sol_rows)
+    judged = [charts.JudgePoint(f"{r.model_name} · {r.guidance}", "suite", r.design_score, r.implementation_score)
+              for r in rows[:TABLE_ROWS] if r.design_score is not None and r.implementation_score is not None]
     if judged:
         out["judge"] = charts.design_vs_implementation(judged)
     return out
@@ -115,9 +117,10 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         resp = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
         resp["Content-Disposition"] = f'attachment; filename="d2k-leaderboard-{f.hardware}-{f.scope}.csv"'
         return resp
-    rows = list(board_queries.rows(f))
+    qs = board_queries.rows(f)
+    rows = list(qs[:TABLE_ROWS])
     context = {
-        "f": f, "rows": rows, "references": board_queries.reference_rows(f.hardware, f.scope),
+        "f": f, "rows": rows, "total_rows": qs.count(), "table_rows": TABLE_ROWS, "references": board_queries.reference_rows(f.hardware, f.scope),
         "profiles": board_queries.hardware_profiles() or [f.hardware], "categories": board_queries.categories(),
         "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
         "charts": _board_charts(f, rows),
@@ -127,7 +130,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
 
 def pairs(request: HttpRequest) -> HttpResponse:
     f = filters_from(request)
-    entries = board_queries.entries(f.hardware)
+    entries = board_queries.entries(f.hardware, submission_ids=board_queries.pair_page(f.hardware, f.model))
     found = board.pairs(entries, n_boot=5000)
     labels = board_queries.task_labels(board_queries.suite(ALL))
     experts = {labels.get(k, k): v for k, v in board_queries.expert_speedups(f.hardware).items()}
