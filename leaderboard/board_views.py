@@ -7,10 +7,12 @@ Server-rendered tables that work without JavaScript; the Plotly charts are built
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 from typing import Any
 
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -123,7 +125,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         "f": f, "rows": rows, "total_rows": qs.count(), "table_rows": TABLE_ROWS, "references": board_queries.reference_rows(f.hardware, f.scope),
         "profiles": board_queries.hardware_profiles() or [f.hardware], "categories": board_queries.categories(),
         "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
-        "charts": _board_charts(f, rows),
+        "charts": cache.get_or_set(f"board:charts:{cache.get('board:generation', 0)}:"
+                                   + hashlib.sha256(repr(f).encode()).hexdigest()[:32],
+                                   lambda: _board_charts(f, rows), board_queries.BOARD_CACHE_S),
     }
     return render(request, "leaderboard/board.html", context)
 

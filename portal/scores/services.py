@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from django.core.cache import cache
 from django.db import transaction
 
 from evaluator.scoring import TaskScore as Score
@@ -72,6 +73,7 @@ def record_scores(submission: Submission) -> list[SubmissionScore]:
             turns_used=round(sum(used) / len(used)) if used else None))
     SubmissionScore.objects.bulk_create(rows)
     _refresh_latest(group)
+    transaction.on_commit(_new_board_generation)
     return rows
 
 
@@ -82,6 +84,16 @@ def remove_scores(submission: Submission) -> None:
     SubmissionScore.objects.filter(submission=submission).delete()
     TaskScore.objects.filter(submission=submission).delete()
     _refresh_latest(group)
+
+
+def _new_board_generation() -> None:
+    """The board's cached charts and menus are stale: a shared cache drops them at once, a
+    per-process one within ``BOARD_CACHE_S``."""
+    try:
+        cache.incr("board:generation")
+    except ValueError:
+        cache.set("board:generation", 1, None)
+    cache.delete("board:profiles")
 
 
 def _refresh_latest(group: dict[str, object]) -> None:
