@@ -87,8 +87,9 @@ def seed(spec: SeedSpec, publish: bool = True) -> list[Submission]:
     now = timezone.now()
     made = []
     for n in range(spec.submissions):
-        team, model = teams[n % len(teams)], models[(n // len(teams)) % len(models)]
-        condition = CONDITIONS[(n // (len(teams) * len(models))) % len(CONDITIONS)]
+        k = spec.seed + n  # batches continue the pattern (seed_leaderboard passes the running count)
+        team, model = teams[k % len(teams)], models[(k // len(teams)) % len(models)]
+        condition = CONDITIONS[(k // (len(teams) * len(models))) % len(CONDITIONS)]
         skill = 0.8 * (1.25 ** CONDITIONS.index(condition)) * (1 + 0.3 * models.index(model))
         sub = Submission.objects.create(team=team, submitted_by=owner, model=model, harness=harness,
                                         guidance=condition, budget=350, hardware=spec.hardware, bundle=bundle,
