@@ -138,3 +138,12 @@ def test_canonicalize_flag_needs_the_hook(tmp_path):
     _edit(root / "tasks" / TEMPLATE / "task.toml", 'generator = "generic"', 'generator = "generic"\ncanonicalize = true')
     problems = [str(p) for p in load_tasks(root).problems]
     assert any("must define a top-level function canonicalize()" in p for p in problems)
+
+
+def test_the_catalogue_is_complete_26_tasks_85_workloads():
+    """TASKS.md: 26 tasks, 85 catalogue workloads; smoke workloads are extra and never bf16."""
+    report = load_tasks()
+    assert report.problems == []
+    assert len(report.tasks) == 26
+    assert sum(len(t.spec.workloads) for t in report.tasks) == 85
+    assert sorted(t.spec.id for t in report.tasks) == [f"T{i:02d}" for i in range(1, 27)]
