@@ -81,7 +81,10 @@ def error_ratio(got: torch.Tensor, ref: torch.Tensor, dtype: str, rule: Compare)
                        _unravel(flat, got.shape), float(g.flatten()[flat]), float(r.flatten()[flat]))
     atol_d, rtol_d = ALLCLOSE_DEFAULTS.get(dtype, (1e-2, 1e-2))
     atol, rtol = rule.atol.get(dtype, atol_d), rule.rtol.get(dtype, rtol_d)
-    per_elem = diff / (atol + rtol * r.abs().nan_to_num(0.0))
+    allowed = atol + rtol * r.abs().nan_to_num(0.0)
+    # An exact match is error 0 even where the allowance is 0 (atol 0 at a zero reference): 0/0 would
+    # be NaN, and argmax would then report a matching element as the worst one.
+    per_elem = torch.where(diff == 0, torch.zeros_like(diff), diff / allowed)
     if rule.rule == "match_rate":
         off = per_elem > 1.0
         miss = float(off.double().mean())

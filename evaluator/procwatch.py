@@ -22,9 +22,28 @@ ALLOWED_EXE = re.compile(
     r"|((x86_64|aarch64)-linux-gnu-)?(gcc|g\+\+|cc|c\+\+|as|ld|ld\.bfd|ld\.gold)(-\d+)?)$")
 
 
+#: Where the system's own tools live; an allowed tool anywhere else could be the kernel's.
+SYSTEM_DIRS = ("/usr/bin/", "/bin/", "/usr/local/bin/", "/usr/sbin/", "/sbin/")
+
+
 def allowed(exe: str) -> bool:
     """A compiler by name, and not one the kernel could have dropped in its working directory."""
     return bool(ALLOWED_EXE.match(Path(exe).name)) and not exe.startswith(("/sandbox/", "/dev/shm/"))
+
+
+def allowed_call(p: Proc) -> bool:
+    """A process a library legitimately starts with exactly these arguments.
+
+    Python's ``platform.architecture()`` runs ``file -b <interpreter>`` when it cannot tell the
+    interpreter's bitness otherwise; libraries on the GPU image call it while importing, inside the
+    worker, and the full-namespace sandbox on the H200 rejected a legitimate expert for it. Only
+    that exact call of the system's ``file`` on a Python interpreter is let through: ``file`` with
+    any other argument (or a ``file`` the kernel brought) is still a started process.
+    """
+    args = p.cmdline.split()
+    return (p.exe in {d + "file" for d in SYSTEM_DIRS} and len(args) == 3 and Path(args[0]).name == "file"
+            and args[1] == "-b" and Path(args[2]).name.startswith("python")
+            and args[2].startswith("/") and not args[2].startswith(("/sandbox/", "/dev/shm/")))
 
 
 @dataclass(frozen=True)
@@ -84,7 +103,7 @@ def spawned(procs: list[Proc]) -> list[Proc]:
         if not p.exe and not p.cmdline:
             continue  # a process in the middle of exiting: its exe and arguments are gone
         name = Path(p.exe).name
-        if name == "bwrap" or allowed(p.exe):
+        if name == "bwrap" or allowed(p.exe) or allowed_call(p):
             continue
         if "evaluator.worker" in p.cmdline and name.startswith("python"):
             parent_is_worker = any(q.pid == p.ppid and "evaluator.worker" in q.cmdline

@@ -34,8 +34,8 @@ CPU_TIMING = {"min_count": 24, "max_count": 60, "budget_s": 2.0, "warmup": 2, "c
               "escape_finding": [1.0, 10.0], "escape_reject": [1.0, 20.0]}
 
 
-def _judge(name: str, command: str = "check", timeout_s: float = 120):
-    path = CHEATS / name
+def _judge(name: str | Path, command: str = "check", timeout_s: float = 120):
+    path = name if isinstance(name, Path) else CHEATS / name
     opts = RunOptions(command=command, smoke=True, interpret=True, timeout_s=timeout_s,
                       cpu_timing=command == "bench", timing=CPU_TIMING if command == "bench" else {},
                       workloads=["S1"])
@@ -132,12 +132,17 @@ def test_writing_outside_the_workdir_is_blocked():
 
 
 @needs_sandbox
-def test_network_is_blocked():
-    """A server on the host's loopback gets no connection: the sandbox has its own network."""
-    try:
-        server = socket.create_server(("127.0.0.1", 47651))
-    except OSError as exc:
-        pytest.skip(f"port 47651 is taken here: {exc}")
+def test_network_is_blocked(tmp_path: Path):
+    """A server on the host's loopback gets no connection: the sandbox has its own network.
+
+    The server takes a free port and the cheat is copied with that port written in, so the
+    test runs (and can fail) wherever it runs, whichever ports are taken."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    source = (CHEATS / "network.py").read_text(encoding="utf-8")
+    assert "TEST_PORT = 47651" in source
+    cheat = tmp_path / "network.py"
+    cheat.write_text(source.replace("TEST_PORT = 47651", f"TEST_PORT = {port}"), encoding="utf-8")
     server.settimeout(30)
     accepted: list[object] = []
 
@@ -148,7 +153,7 @@ def test_network_is_blocked():
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        task = _judge("network.py")
+        task = _judge(cheat)
     finally:
         server.close()
     thread.join(timeout=5)

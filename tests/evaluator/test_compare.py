@@ -75,3 +75,20 @@ def test_match_rate_allows_a_few_boundary_codes_and_no_more() -> None:
     got[:20] += 10.0  # 2% off
     worse = compare.error_ratio(got, ref, "fp32", rule)
     assert worse.ratio > 1.0 and worse.rule == "match-rate" and "20 of 1000" in worse.message
+
+
+def test_zero_allowance_reports_a_real_mismatch_as_the_worst_element():
+    """atol 0 at a zero reference: an exact zero is error 0, not 0/0, so the worst element named
+    in the failure is one that differs (it was a matching zero, 'got 0, expected 0')."""
+    ref = torch.tensor([0.0, 0.0, 1.0, 2.0])
+    got = torch.tensor([0.0, 0.0, 1.5, 2.0])
+    for rule in (Compare(rule="match_rate", min_match=0.9, atol={"fp32": 0.0}, rtol={"fp32": 1e-5}),
+                 Compare(rule="allclose", atol={"fp32": 0.0}, rtol={"fp32": 1e-5})):
+        out = compare.error_ratio(got, ref, "fp32", rule)
+        assert out.worst_index == (2,), rule
+        assert (out.got, out.expected) == (1.5, 1.0)
+        assert out.ratio > 1
+    # A nonzero error where nothing is allowed is an infinite ratio, not NaN.
+    out = compare.error_ratio(torch.tensor([0.0, 1e-3]), torch.tensor([0.0, 0.0]), "fp32",
+                              Compare(rule="allclose", atol={"fp32": 0.0}, rtol={"fp32": 1e-5}))
+    assert out.ratio == math.inf and out.worst_index == (1,)

@@ -1,5 +1,5 @@
 """Planted cheat: Opens a network connection (to exfiltrate inputs or fetch an answer): to a server on the
-host's loopback, port 47651 (the test listens there), then to a public resolver.
+host's loopback, port TEST_PORT (the test listens on a free port and writes it in), then to a public resolver.
 Caught by: the sandbox has its own network namespace with only a loopback: the connection fails
 (OSError) and so does the call.
 """

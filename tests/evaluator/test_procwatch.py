@@ -1,0 +1,76 @@
+"""The process watch: what a worker may start, read from ``/proc`` (evaluator/procwatch.py).
+
+The H200 run rejected a legitimate expert because a library called ``platform.architecture()``,
+which runs ``file -b <interpreter>``. These pin what is let through and what is still a started
+process, on the real ``/proc`` of a live process tree and on the classification itself.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+import time
+
+from evaluator import procwatch
+from evaluator.procwatch import Proc
+
+WORKER = Proc(100, 1, "/usr/bin/python3.12", "/usr/bin/python3.12 -m evaluator.worker --job x", 1)
+
+
+def _child(exe: str, cmdline: str, pid: int = 101) -> Proc:
+    return Proc(pid, WORKER.pid, exe, cmdline, 1)
+
+
+def test_platform_architecture_probe_is_allowed():
+    probe = _child("/usr/bin/file", "file -b /usr/bin/python3.12")
+    assert procwatch.spawned([WORKER, probe]) == []
+    venv = _child("/usr/bin/file", "file -b /work/main/.venv/bin/python")
+    assert procwatch.spawned([WORKER, venv]) == []
+
+
+def test_file_with_other_arguments_or_from_elsewhere_is_a_process():
+    cases = [
+        _child("/usr/bin/file", "file -b /etc/shadow"),
+        _child("/usr/bin/file", "file -b /usr/bin/python3.12 extra"),
+        _child("/usr/bin/file", "file -b /sandbox/python"),
+        _child("/sandbox/file", "file -b /usr/bin/python3.12"),
+        _child("/dev/shm/file", "file -b /usr/bin/python3.12"),
+        _child("/usr/bin/bash", "bash -c 'file -b /usr/bin/python3.12'"),
+    ]
+    for p in cases:
+        assert procwatch.spawned([WORKER, p]) == [p], p
+
+
+def test_compilers_pass_and_a_forked_worker_does_not():
+    ptxas = _child("/usr/local/cuda/bin/ptxas", "ptxas -arch=sm_90a x.ptx")
+    gcc = _child("/usr/bin/x86_64-linux-gnu-gcc-13", "gcc -shared main.c")
+    fork = _child(WORKER.exe, WORKER.cmdline)
+    assert procwatch.spawned([WORKER, ptxas, gcc, fork]) == [fork]
+
+
+def test_the_real_tree_of_a_process_that_calls_platform_architecture():
+    """A live child running ``platform.architecture()`` in a loop: its ``file`` children (when
+    one is caught in flight) are classified as allowed, and a plain ``sleep`` child is not."""
+    code = ("import platform, subprocess, sys, time\n"
+            "end = time.time() + 3\n"
+            "while time.time() < end: platform.architecture()\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    sleeper = subprocess.Popen(["sleep", "5"])
+    try:
+        seen_file = False
+        deadline = time.time() + 3
+        while time.time() < deadline and not seen_file:
+            tree = procwatch.tree(proc.pid)
+            seen_file = any(p.exe.endswith("/file") for p in tree)
+            # The loop's own interpreter is the root; only started processes are judged.
+            assert [p for p in procwatch.spawned(tree) if p.pid != proc.pid] == []
+        assert seen_file, "no `file` child seen in 3 s of platform.architecture() calls"
+        assert platform.architecture()[0] in {"64bit", "32bit"}
+        sleep_tree = procwatch.tree(sleeper.pid)
+        assert [p.pid for p in procwatch.spawned(sleep_tree)] == [sleeper.pid]
+    finally:
+        proc.kill()
+        sleeper.kill()
+        proc.wait()
+        sleeper.wait()
