@@ -125,5 +125,28 @@ def make_inputs(params: dict[str, Any], generator: torch.Generator, device: torc
         off[0] = True
         k = torch.where(off, torch.full_like(k, V), k)
         p = torch.ones(B, device=device)
+    if mode == 0:
+        _plant_nucleus_rows(logits, k, p, g)
     q = torch.empty(B, V, device=device).exponential_(1.0, generator=g).clamp_min(1e-20)
     return {"logits": logits, "k": k.to(torch.int32), "p": p.float(), "q": q}
+
+
+def _plant_nucleus_rows(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, g: torch.Generator) -> None:
+    """Rows 0 and 1 of a both-filters workload: top-p must cut hard *inside* the top-k set.
+
+    On natural rows the nucleus often holds most of the top-k mass, so a kernel that skips top-p
+    whenever top-k is on still samples a nucleus token most of the time and passes by luck. Here
+    the top-k set is a plateau of n tokens above the rest of the row: one token one logit above
+    n - 1 tied ones, k = n and p = 0.005 (the tied group's mass, about 1.3%, exceeds p, so only
+    the lone top token survives). A kernel that ignores p then returns the right token with
+    probability about 1/(1 + (n - 1)/e), about 1.4% per row per trial.
+    """
+    B, V = logits.shape
+    n = min(200, V)
+    for r in range(min(2, B)):
+        base = float(torch.floor(logits[r].max())) + 2.0  # integer-valued: exact in bf16
+        idx = torch.randperm(V, generator=g, device=logits.device)[:n]
+        logits[r, idx] = base
+        logits[r, idx[0]] = base + 1.0
+        k[r] = n
+        p[r] = 0.005

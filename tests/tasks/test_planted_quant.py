@@ -10,48 +10,25 @@ named output.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from evaluator.result import RunResult
-from evaluator.runner import RunOptions, run
-from tasks.registry import get_task
+from tests.tasks.planted import Planted, assert_caught
 
-KERNELS = Path(__file__).parent / "kernels"
 pytestmark = pytest.mark.interpreter
 
-
-def _check(kernel: Path, slug: str) -> RunResult:
-    task = get_task(slug)
-    return run([task], lambda _t: kernel, RunOptions(command="check", smoke=True, interpret=True, timeout_s=300))
-
-
-# (slug, kernel, rule, output, workload that must fail first)
 PLANTED = [
-    # The codes are right, but q is compared dequantized with the kernel's own (misplaced) scales.
-    # quant_colmajor_scales_row_strides.py is not caught on every secret seed: left out until S2 forces it;
-    # the missing eps floor covers T11.
+    # The codes are right but the scales sit at the wrong places of the [G, T_pad] buffer: only the
+    # column-major workloads (S2, S3) can show it; q is compared dequantized with those scales.
+    Planted("fp8-per-token-group-quant", "quant_colmajor_scales_row_strides.py", ("S2", "S3"),
+            ("match-rate", "tolerance"), ("q", "scales")),
     # 0/0 codes in the zero rows: NaN is 127 steps from the zero code, canonicalize() rejects it.
-    ("fp8-per-token-group-quant", "quant_missing_eps.py", "canonicalize", "", "S1"),
-    ("fp8-blockwise-gemm", "block_gemm_stale_weight_scale.py", "tolerance", "C", "S1"),
-    ("int8-w8a8-scaled-gemm", "int8_gemm_scale_by_row.py", "tolerance", "C", "S1"),
-    ("w4a16-awq-gemm", "awq_natural_nibble_order.py", "tolerance", "out", "S1"),
+    Planted("fp8-per-token-group-quant", "quant_missing_eps.py", ("S1",), ("canonicalize",), ()),
+    Planted("fp8-blockwise-gemm", "block_gemm_stale_weight_scale.py", ("S1",), ("tolerance",), ("C",)),
+    Planted("int8-w8a8-scaled-gemm", "int8_gemm_scale_by_row.py", ("S1",), ("tolerance",), ("C",)),
+    Planted("w4a16-awq-gemm", "awq_natural_nibble_order.py", ("S1",), ("tolerance",), ("out",)),
 ]
 
 
-@pytest.mark.parametrize("slug, kernel, rule, output, workload", PLANTED,
-                         ids=[p[1].removesuffix(".py") for p in PLANTED])
-def test_planted_bug_is_caught(slug, kernel, rule, output, workload):
-    result = _check(KERNELS / slug / kernel, slug)
-    (task,) = result.tasks
-    assert task.status == "incorrect", f"{kernel} passed {slug}"
-    assert task.error_code == "eval:user:wrong-answer", task.reason
-    failed = [(w.name, t) for w in task.workloads for t in w.trials if not t.passed]
-    assert failed, "a wrong kernel must fail at least one trial"
-    name, first = failed[0]
-    assert name == workload, task.reason
-    assert first.output == output, task.reason
-    assert first.rule == rule, task.reason
-    assert task.reason.startswith("workload ")
-    assert not result.all_correct
+@pytest.mark.parametrize("case", PLANTED, ids=[c.id for c in PLANTED])
+def test_planted_bug_is_caught(case: Planted) -> None:
+    assert_caught(case)
