@@ -29,5 +29,5 @@ PLANTED = [
 
 
 @pytest.mark.parametrize("case", PLANTED, ids=[c.id for c in PLANTED])
-def test_planted_bug_is_caught(case: Planted) -> None:
-    assert_caught(case)
+def test_planted_bug_is_caught(case: Planted, tmp_path) -> None:
+    assert_caught(case, tmp_path)
