@@ -124,6 +124,8 @@ def parse(text: str | bytes, budget: int | None = None, require_footer: bool = T
             line = _LINE.validate_python(json.loads(raw))
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"line {n}: not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise TranscriptError(f"line {n}: not JSON: nested too deeply") from None
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = list(first["loc"])

@@ -28,8 +28,9 @@ class SubmissionScore(models.Model):
     mode = models.CharField(max_length=8)
     budget = models.PositiveIntegerField()
     team_name = models.CharField(max_length=120)
-    model_name = models.CharField(max_length=200)
-    harness_name = models.CharField(max_length=200)
+    # str(AgentModel) and str(Harness): "name (version) · provider" is up to 286 characters, "name version" 201
+    model_name = models.CharField(max_length=300)
+    harness_name = models.CharField(max_length=210)
     published_at = models.DateTimeField()
     is_latest = models.BooleanField(default=True)
 

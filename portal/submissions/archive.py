@@ -8,10 +8,13 @@ members, too many uncompressed bytes, and a compression ratio beyond the limit (
 
 from __future__ import annotations
 
+import gzip
 import io
 import stat
+import struct
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import BinaryIO
@@ -23,6 +26,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: Members smaller than this are not held to the per-member compression ratio (tiny text files
 #: compress very well and are harmless; the total size cap still applies).
 _RATIO_FLOOR = 64 * 1024
+#: What a ``.tar.gz`` may unpack to besides its files' contents, per member: its header, padding,
+#: a long-name or PAX header. Headers are data too: a 1 GiB GNU long name is a bomb of its own.
+_TAR_OVERHEAD_PER_MEMBER = 2048
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,32 @@ class _Budget:
         return data
 
 
+def _zip_directory_entries(blob: bytes, stop_after: int) -> int:
+    """How many entries the central directory holds, counted up to ``stop_after`` + 1.
+
+    :class:`zipfile.ZipFile` builds an object for every entry before we can count them, so a zip of
+    300,000 empty members (26 MB) would cost seconds and hundreds of MB before the member-count
+    rule; this walks the entries' fixed-size headers (as zipfile locates them) and stops early.
+    Unreadable structures count as 0 here and are refused by zipfile itself.
+    """
+    at = len(blob) - 22  # the end record without a comment, else the last one (zipfile's order)
+    if at < 0 or blob[at:at + 4] != b"PK\x05\x06" or blob[-2:] != b"\0\0":
+        at = blob.rfind(b"PK\x05\x06", max(0, len(blob) - 22 - 0xFFFF))
+    if at < 0 or at + 22 > len(blob):
+        return 0
+    size_cd, end = struct.unpack_from("<I", blob, at + 12)[0], at
+    if at >= 76 and blob[at - 20:at - 16] == b"PK\x06\x07" and blob[at - 76:at - 72] == b"PK\x06\x06":
+        end, size_cd = at - 76, struct.unpack_from("<Q", blob, at - 76 + 40)[0]  # zip64's end record
+    pos, stop, count = end - size_cd, end, 0
+    while pos >= 0 and pos + 46 <= stop and blob[pos:pos + 4] == b"PK\x01\x02" and count <= stop_after:
+        n, m, k = struct.unpack_from("<3H", blob, pos + 28)
+        pos, count = pos + 46 + n + m + k, count + 1
+    return count
+
+
 def _read_zip(blob: bytes, name: str, limits: Limits) -> Archive:
+    if _zip_directory_entries(blob, limits.max_members) > limits.max_members:
+        raise BundleInvalid([Problem(name, "member-count", f"more than {limits.max_members} members")])
     try:
         zf = zipfile.ZipFile(io.BytesIO(blob))
         infos = zf.infolist()
@@ -125,14 +156,46 @@ def _read_zip(blob: bytes, name: str, limits: Limits) -> Archive:
     return archive
 
 
+class _Unpacked(Exception):
+    """The decompressed stream passed its cap; ``rule`` says which limit set the cap."""
+
+    def __init__(self, rule: str):
+        self.rule = rule
+
+
+class _CappedGzip:
+    """A ``.tar.gz``'s decompressed stream that raises :class:`_Unpacked` once it passes ``cap``
+    bytes, so no header, skipped member or lying size makes tarfile unpack more than that."""
+
+    def __init__(self, blob: bytes, cap: int, rule: str):
+        self._gz = gzip.GzipFile(fileobj=io.BytesIO(blob), mode="rb")
+        self.cap, self.rule, self.total = cap, rule, 0
+
+    def read(self, size: int = -1) -> bytes:
+        want = self.cap + 1 - self.total if size is None or size < 0 else min(size, self.cap + 1 - self.total)
+        data = self._gz.read(max(want, 1))
+        self.total += len(data)
+        if self.total > self.cap:
+            raise _Unpacked(self.rule)
+        return data
+
+
 def _read_tar(blob: bytes, name: str, limits: Limits) -> Archive:
     archive = Archive("tar.gz")
     budget = _Budget(limits, name)
     problems: list[Problem] = []
+    # Every member's data is unpacked to reach the next header, so sizes are charged as declared.
+    ratio_cap = max(_RATIO_FLOOR, limits.max_ratio * len(blob))
+    content_cap, rule = min((ratio_cap, "compression-ratio"), (limits.max_uncompressed, "uncompressed-size"))
+    unpacked = _CappedGzip(blob, content_cap + (limits.max_members + 6) * _TAR_OVERHEAD_PER_MEMBER, rule)
+    declared = 0
     try:
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r|gz") as tf:
+        with tarfile.open(fileobj=unpacked, mode="r|") as tf:
             for member in tf:
                 budget.member()
+                declared += member.size
+                if declared > content_cap:
+                    raise _Unpacked(rule)
                 problem = _path_problem(member.name)
                 if problem is None and member.issym():
                     problem = Problem(member.name, "symlink", "symbolic links are not allowed in a bundle")
@@ -151,10 +214,12 @@ def _read_tar(blob: bytes, name: str, limits: Limits) -> Archive:
                 stream = tf.extractfile(member)
                 assert stream is not None
                 archive.files[member.name] = budget.read(member.name, stream, member.size)
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+    except _Unpacked as exc:
+        message = (f"unpacks more than {limits.max_ratio}:1 (a bomb?)" if exc.rule == "compression-ratio" else
+                   f"unpacks to more than {limits.max_uncompressed:,} bytes")
+        raise BundleInvalid([Problem(name, exc.rule, message)]) from None
+    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as exc:
         raise BundleInvalid([Problem(name, "archive", f"is not a readable .tar.gz file: {exc}")]) from None
-    if budget.bytes > _RATIO_FLOOR and budget.bytes > limits.max_ratio * max(len(blob), 1):
-        problems.append(Problem(name, "compression-ratio", f"unpacks more than {limits.max_ratio}:1 (a bomb?)"))
     if problems:
         raise BundleInvalid(problems)
     return archive
@@ -169,6 +234,11 @@ def read_archive(blob: bytes, name: str, limits: Limits) -> Archive:
     if kind is None:
         raise BundleInvalid([Problem(name, "archive", "is neither a .zip nor a .tar.gz archive")])
     archive = _read_zip(blob, name, limits) if kind == "zip" else _read_tar(blob, name, limits)
-    archive.files = {PurePosixPath(k.replace("\\", "/")).as_posix().removeprefix("./"): v
-                     for k, v in archive.files.items()}
+    files: dict[str, bytes] = {}
+    for member, data in archive.files.items():
+        path = PurePosixPath(member.replace("\\", "/")).as_posix().removeprefix("./")
+        if path in files:  # "a/b" and "./a//b" are one file once unpacked: which would win?
+            raise BundleInvalid([Problem(member, "duplicate-member", f"is the same path as {path!r}")])
+        files[path] = data
+    archive.files = files
     return archive

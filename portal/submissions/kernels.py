@@ -25,10 +25,14 @@ def check_kernel(path: str, data: bytes, *, max_bytes: int, forbidden: list[str]
         return "", [Problem(path, "encoding", f"is not UTF-8 (byte {exc.start})")]
     try:
         ast.parse(source, filename=path)
+        findings = scan_source(source, tuple(forbidden))
     except SyntaxError as exc:
-        return source, [Problem(path, "python-syntax", f"line {exc.lineno}: {exc.msg}")]
+        where = f"line {exc.lineno}: " if exc.lineno else ""
+        return source, [Problem(path, "python-syntax", f"{where}{exc.msg}")]
+    except (RecursionError, MemoryError):  # the parser's and the scan's recursion: hostile nesting
+        return source, [Problem(path, "python-syntax", "expressions nested too deeply to parse")]
     problems = []
-    for finding in scan_source(source, tuple(forbidden)):
+    for finding in findings:
         if finding.kind == "no-kernel":
             problems.append(Problem(path, "triton-kernel", "has no @triton.jit function"))
         else:

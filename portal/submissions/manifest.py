@@ -13,19 +13,29 @@ import json
 import tomllib
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from portal.submissions.constants import DEFAULT_BUDGET
 from portal.submissions.problems import Problem
 
 MANIFEST_NAME = "submission.toml"
 MANIFEST_VERSION = 1
+#: Far more than 64 task tables with every field at its longest need; parsing more is wasted work.
+MANIFEST_MAX_BYTES = 256 * 1024
 _PATH = Field(min_length=1, max_length=200, pattern=r"^[^/\\][^\\]*$")
 Slug = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        """TOML allows ``"\\u0000"``; a database text column (and every page) does not."""
+        if isinstance(value, str) and "\0" in value:
+            raise ValueError("NUL characters are not allowed")
+        return value
 
 
 class TaskEntry(_Strict):
@@ -63,12 +73,16 @@ _RULES = {"extra_forbidden": "manifest-unknown-key", "missing": "manifest-missin
 
 def parse_manifest(data: bytes) -> tuple[Manifest | None, list[Problem]]:
     """Parse and validate the manifest; every schema violation becomes a problem naming its key."""
+    if len(data) > MANIFEST_MAX_BYTES:
+        return None, [Problem(MANIFEST_NAME, "manifest-size", f"is {len(data):,} bytes; the limit is {MANIFEST_MAX_BYTES:,}")]
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         return None, [Problem(MANIFEST_NAME, "encoding", "is not UTF-8")]
     except tomllib.TOMLDecodeError as exc:
         return None, [Problem(MANIFEST_NAME, "manifest-syntax", f"is not valid TOML: {exc}")]
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        return None, [Problem(MANIFEST_NAME, "manifest-syntax", "is not valid TOML: arrays or tables nested too deeply")]
     try:
         return Manifest.model_validate(raw), []
     except ValidationError as exc:

@@ -91,6 +91,9 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
         except UnicodeDecodeError:
             problems.append(Problem(path, "encoding", "is not UTF-8"))
             return None
+        if b"\0" in data:  # valid UTF-8, but no text column (nor page) holds a NUL
+            problems.append(Problem(path, "encoding", "contains NUL characters: not a text document"))
+            return None
     transcript_path = entry.transcript or (f"{slug}/transcript.jsonl" if f"{slug}/transcript.jsonl" in files else "")
     turns = entry.turns_used
     if transcript_path:
@@ -156,7 +159,8 @@ def single_kernel_bundle(kernel: bytes, *, slug: str, model: str, provider: str,
                          budget: int, model_version: str = "", harness_version: str = "",
                          transcript: bytes | None = None, turns_used: int | None = None) -> bytes:
     """A one-task bundle built from a kernel file and form fields, so both uploads share one path."""
-    lines = [f"{key} = {json.dumps(value)}" for key, value in (
+    # ensure_ascii=False: JSON writes "🤖" as a surrogate pair ("\\ud83e\\udd16"), which TOML refuses.
+    lines = [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in (
         ("model", model), ("provider", provider), ("model_version", model_version), ("harness", harness),
         ("harness_version", harness_version), ("guidance", guidance)) if value != ""]
     lines.append(f"budget = {int(budget)}")
