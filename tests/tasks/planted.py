@@ -30,7 +30,7 @@ SMOKE = ("S1", "S2", "S3", "S4", "S5", "S6")
 
 class Planted(NamedTuple):
     slug: str
-    kernel: str  # file under kernels/<slug>/
+    kernel: str  # the planted kernel's file name; its edits are kernels/<slug>/<stem>.toml
     workloads: tuple[str, ...]  # smoke workloads that may fail first
     rules: tuple[str, ...]  # rules that may reject it
     outputs: tuple[str, ...]  # outputs that may be named ("" for a canonicalize failure)
@@ -55,8 +55,6 @@ def planted_kernel(case: Planted, dest: Path) -> Path:
     """Write the planted kernel under ``dest``: the expert with the case's edits applied."""
     stem = case.kernel.removesuffix(".py")
     edits_file = KERNELS / case.slug / f"{stem}.toml"
-    if not edits_file.exists():  # not yet converted to edits: a whole stored kernel
-        return KERNELS / case.slug / case.kernel
     edits = tomllib.loads(edits_file.read_text(encoding="utf-8"))["edit"]
     expert = (REPO_ROOT / "references" / case.slug / "expert.py").read_text(encoding="utf-8")
     out = dest / case.slug / f"{stem}.py"

@@ -21,8 +21,10 @@ MODULES = sorted(p.stem for p in Path(__file__).parent.glob("test_planted_*.py")
 CASES: list[Planted] = [c for m in MODULES for c in importlib.import_module(f"tests.tasks.{m}").PLANTED]
 
 
-def test_every_stored_kernel_or_edit_file_belongs_to_a_case():
-    stored = {(p.parent.name, p.stem) for p in KERNELS.glob("*/*") if p.suffix in {".py", ".toml"}}
+def test_every_edit_file_belongs_to_a_case():
+    files = list(KERNELS.glob("*/*"))
+    assert all(p.suffix == ".toml" for p in files), "kernels/ holds only edit files (no whole stored kernels)"
+    stored = {(p.parent.name, p.stem) for p in files}
     named = {(c.slug, c.kernel.removesuffix(".py")) for c in CASES}
     assert stored == named
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
