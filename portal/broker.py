@@ -10,7 +10,12 @@ hard is only restored when that worker shuts down cleanly.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
+
+from kombu import Connection
 
 EMBEDDED_BROKER_URL = "filesystem://"
 
@@ -41,3 +46,42 @@ def transport_options(url: str, broker_dir: Path, visibility_timeout: int) -> di
             store_processed=False,
         )
     return options
+
+
+def held_task_args(conn: Connection, queue: str, task: str) -> list[list[Any]]:
+    """The positional arguments of every ``task`` message the broker holds for ``queue``.
+
+    "Held" means waiting in the queue or handed to a worker and not yet acknowledged (Redis keeps
+    those in its ``unacked`` hash until the worker acknowledges or is lost). The submission sweep
+    (:mod:`portal.submissions.sweep`) compares this with the database to find messages a broker
+    lost. Reads only: nothing is consumed or moved. Supports the two transports the site runs
+    on (Redis, the embedded filesystem broker) and raises ``NotImplementedError`` for others.
+    """
+    channel = conn.default_channel
+    transport = conn.transport_cls if isinstance(conn.transport_cls, str) else type(conn.transport).__name__
+    payloads: list[dict[str, Any]] = []
+    if transport in ("redis", "rediss"):
+        client = channel.client
+        for name in dict.fromkeys(channel._q_for_pri(queue, pri) for pri in channel.priority_steps):
+            payloads += [json.loads(raw) for raw in client.lrange(name, 0, -1)]
+        for raw in client.hvals(channel.unacked_key):
+            payload, _exchange, routing_key = json.loads(raw)
+            if routing_key == queue:
+                payloads.append(payload)
+    elif is_filesystem(transport):
+        folder = Path(channel.data_folder_in)
+        for name in os.listdir(folder):
+            if name.endswith(f".{queue}.msg"):
+                try:
+                    payloads.append(json.loads((folder / name).read_text(encoding="utf-8")))
+                except (FileNotFoundError, json.JSONDecodeError):  # consumed (or being written) meanwhile
+                    continue
+    else:
+        raise NotImplementedError(f"cannot list the messages of a {transport} broker")
+    held = []
+    for payload in payloads:
+        message = channel.Message(payload, channel=channel)
+        if (message.headers or {}).get("task") == task:
+            args, _kwargs, _embed = message.decode()
+            held.append(list(args))
+    return held

@@ -23,3 +23,5 @@ urlpatterns = [
     path("", include("portal.submissions.urls")),
     path("", include("leaderboard.urls")),
 ]
+
+handler500 = "portal.unavailable.handler500"

@@ -185,15 +185,19 @@ CELERY_TASK_ROUTES = {
     "leaderboard.tasks.verify_reference_task": {"queue": "cpu.interpret"},
     # Evaluations are sent to the queue of their hardware profile explicitly (D2K_HARDWARE_QUEUES).
     "portal.submissions.tasks.reap_stale_runs_task": {"queue": "web"},
+    "portal.submissions.tasks.requeue_lost_task": {"queue": "web"},
     "portal.scores.tasks.judge_task": {"queue": "judge"},
 }
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_SEND_TASK_EVENTS = False
-#: The stale-heartbeat reaper, run by ``celery -A portal beat`` (or a worker started with ``-B``).
+#: The stale-heartbeat reaper and the lost-message sweep, run by ``celery -A portal beat`` (or a
+#: worker started with ``-B``).
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-runs": {"task": "portal.submissions.tasks.reap_stale_runs_task",
                         "schedule": float(env_int("D2K_REAPER_INTERVAL_S", 60)), "options": {"queue": "web"}},
+    "requeue-lost": {"task": "portal.submissions.tasks.requeue_lost_task",
+                     "schedule": float(env_int("D2K_REQUEUE_INTERVAL_S", 120)), "options": {"queue": "web"}},
 }
 
 # --- Submissions ------------------------------------------------------------------------------
@@ -219,6 +223,9 @@ D2K_QUOTA_CONCURRENT = env_int("D2K_QUOTA_CONCURRENT", 4)
 D2K_HEARTBEAT_S = env_int("D2K_HEARTBEAT_S", 5)
 D2K_HEARTBEAT_STALE_S = env_int("D2K_HEARTBEAT_STALE_S", 180)
 D2K_INFRA_RETRIES = env_int("D2K_INFRA_RETRIES", 2)
+#: The sweep re-sends the message of an attempt queued longer than this that the broker does not
+#: hold (portal/submissions/sweep.py): longer than a publish after commit ever takes.
+D2K_REQUEUE_GRACE_S = env_int("D2K_REQUEUE_GRACE_S", 60)
 #: Wall-clock limit of one task's engine process inside an evaluation.
 D2K_TASK_TIMEOUT_S = env_int("D2K_TASK_TIMEOUT_S", 1800)
 #: API tokens expire after this many days unless created with another lifetime.

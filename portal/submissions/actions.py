@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
@@ -149,6 +150,12 @@ def _replay(team: Team, key: str, digest: str) -> Submission | None:
     return existing
 
 
+def _files_present(sub: Submission) -> bool:
+    names = [sub.bundle.storage_name, *sub.tasks.exclude(transcript_storage_name="")
+             .values_list("transcript_storage_name", flat=True)]
+    return all(default_storage.exists(name) for name in names)
+
+
 def check_create_submission(*, team: Team, user: AbstractBaseUser, blob: bytes, filename: str,
                             hardware: str | None = None, idempotency_key: str = "") -> tuple[Submission, bool]:
     """Validate an upload, store it and queue it; returns (submission, created).
@@ -157,11 +164,15 @@ def check_create_submission(*, team: Team, user: AbstractBaseUser, blob: bytes, 
     False); with other bytes it raises :class:`IdempotencyConflict`. Validation problems raise
     :class:`BundleInvalid`; quotas raise :class:`~portal.submissions.quotas.QuotaExceeded`. In every
     refusal no row and no file is left behind.
+
+    A replay whose files are missing goes the whole way again and stores them: when the database
+    link fails during COMMIT, the commit may have succeeded while this side, seeing an error,
+    removed the files it had just written; the client's retry with the same key repairs that.
     """
     key = idempotency_key.strip()[:200]
     digest = request_digest(blob, hardware)
     replay = _replay(team, key, digest)
-    if replay is not None:
+    if replay is not None and _files_present(replay):
         return replay, False
     validated = check_bundle(blob, filename, known_tasks=known_tasks(), hardware=hardware)
     with BlobWriter() as blobs:
@@ -272,14 +283,28 @@ def _heartbeat_is_fresh(attempt: EvaluationAttempt, now) -> bool:  # noqa: ANN00
     return attempt.heartbeat_at is not None and now - attempt.heartbeat_at < stale
 
 
+def _holder_is_gone(attempt: EvaluationAttempt, now, delivery: str, redelivered: bool) -> bool:  # noqa: ANN001
+    """Whether the delivery holding a running attempt has certainly stopped.
+
+    Either its heartbeat is stale, or this is a redelivery of the very message that made the
+    claim: the broker hands an unacknowledged message out again only when its worker was lost
+    (reject-on-worker-lost requeues it at once) or after the visibility timeout, which exceeds the
+    hard time limit. Waiting for the heartbeat to go stale in that case would only delay the run.
+    """
+    same_message = redelivered and bool(delivery) and attempt.delivery == delivery
+    return same_message or not _heartbeat_is_fresh(attempt, now)
+
+
 @transaction.atomic(durable=True)
-def do_start_evaluation(submission_id: int, number: int, *, worker: str) -> str | None:
+def do_start_evaluation(submission_id: int, number: int, *, worker: str, delivery: str = "",
+                        redelivered: bool = False) -> str | None:
     """Claim the attempt for this delivery; ``None`` means another delivery owns it or it is over.
 
-    A duplicate delivery of a finished attempt, or of one another worker is running (its
-    heartbeat is fresh), does nothing. A delivery that finds the attempt running with a stale
-    heartbeat (its worker died) takes it over. Partial results of an earlier delivery are deleted,
-    so results are written once per delivery that owns the claim.
+    ``delivery`` is the broker message's id and ``redelivered`` the broker's flag. A duplicate
+    delivery of a finished attempt, or of one another worker is running, does nothing. A delivery
+    that finds the attempt running but its holder gone (:func:`_holder_is_gone`) takes it over.
+    Partial results of an earlier delivery are deleted, so results are written once per delivery
+    that owns the claim.
     """
     sub = Submission.objects.select_for_update().filter(pk=submission_id).first()
     if sub is None:
@@ -288,17 +313,19 @@ def do_start_evaluation(submission_id: int, number: int, *, worker: str) -> str 
     now = timezone.now()
     if attempt is None or sub.current_attempt_id != attempt.pk or attempt.status in ATTEMPT_FINAL_STATUSES:
         return None
-    if attempt.status == S.RUNNING and _heartbeat_is_fresh(attempt, now):
+    if attempt.status == S.RUNNING and not _holder_is_gone(attempt, now, delivery, redelivered):
         return None
     claim = uuid.uuid4().hex
     TaskResult.objects.filter(attempt=attempt).delete()
     takeover = attempt.status == S.RUNNING
+    stale = takeover and not _heartbeat_is_fresh(attempt, now)
     attempt.claim, attempt.worker, attempt.started_at, attempt.heartbeat_at = claim, worker[:200], now, now
-    attempt.progress = {}
-    attempt.save(update_fields=["claim", "worker", "started_at", "heartbeat_at", "progress"])
+    attempt.delivery, attempt.progress = delivery[:64], {}
+    attempt.save(update_fields=["claim", "worker", "started_at", "heartbeat_at", "delivery", "progress"])
     if takeover:
         audit_record("attempt.takeover", attempt, system=f"system:worker {worker}", submission_id=sub.pk,
-                     reason="the previous delivery's heartbeat was stale")
+                     reason="the previous delivery's heartbeat was stale" if stale
+                     else "the message was redelivered: the worker that held it was lost")
     else:
         _transition(sub, S.RUNNING, actor=Actor(system=f"worker {worker}"), attempt=attempt, reason=f"on {worker}")
     return claim

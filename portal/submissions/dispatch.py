@@ -12,7 +12,13 @@ def queue_for(hardware: str, mode: str = "kernel") -> str:
 
 
 def dispatch_on_commit(submission_id: int, number: int, queue: str) -> None:
-    """Queue ``evaluate_submission_task`` after commit, so a worker never reads a row that may roll back."""
+    """Queue ``evaluate_submission_task`` after commit, so a worker never reads a row that may roll back.
+
+    A broker that cannot be reached then does not fail the request that already committed (an
+    upload would answer 500 for a submission it stored): the error is logged, and the sweep
+    (:mod:`portal.submissions.sweep`) sends the message once the broker is back.
+    """
     from portal.submissions.tasks import evaluate_submission_task  # the task module imports actions
 
-    transaction.on_commit(lambda: evaluate_submission_task.apply_async(args=[submission_id, number], queue=queue))
+    transaction.on_commit(lambda: evaluate_submission_task.apply_async(args=[submission_id, number], queue=queue),
+                          robust=True)

@@ -74,9 +74,11 @@ def _options(hardware: str, task_count: int) -> RunOptions:
                       timeout_s=float(max(60, min(settings.D2K_TASK_TIMEOUT_S, share))))
 
 
-def evaluate_attempt(submission_id: int, number: int, *, worker: str) -> str:
+def evaluate_attempt(submission_id: int, number: int, *, worker: str, delivery: str = "",
+                     redelivered: bool = False) -> str:
     """Run one attempt end to end; returns what happened (for the log)."""
-    claim = actions.do_start_evaluation(submission_id, number, worker=worker)
+    claim = actions.do_start_evaluation(submission_id, number, worker=worker, delivery=delivery,
+                                        redelivered=redelivered)
     if claim is None:
         return "skipped: finished, superseded or running elsewhere"
     attempt = EvaluationAttempt.objects.select_related("submission").get(submission_id=submission_id, number=number)

@@ -135,6 +135,8 @@ class EvaluationAttempt(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
     worker = models.CharField(max_length=200, blank=True)
     claim = models.CharField(max_length=32, blank=True)
+    delivery = models.CharField(max_length=64, blank=True,
+                                help_text="the broker message (Celery task id) whose delivery holds the claim")
     infra_retries = models.PositiveIntegerField(default=0)
     progress = models.JSONField(default=dict, blank=True,
                                 help_text="{task_index, task_count, task, workload_done, workload_total, phase}")

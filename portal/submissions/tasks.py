@@ -4,7 +4,8 @@
 hardware profile (:func:`portal.submissions.dispatch.dispatch_on_commit`). It is keyed by
 (submission, attempt number): a duplicate delivery finds the attempt claimed or finished and
 does nothing. Late acks, prefetch 1 and reject-on-worker-lost come from the app configuration
-(``portal/settings/base.py``). ``reap_stale_runs_task`` runs on the beat schedule.
+(``portal/settings/base.py``). ``reap_stale_runs_task`` (runs whose worker went quiet) and
+``requeue_lost_task`` (queued runs whose broker message was lost) run on the beat schedule.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from portal.submissions import actions
 from portal.submissions.evaluation import evaluate_attempt
 from portal.submissions.models import EvaluationAttempt
+from portal.submissions.sweep import do_requeue_lost
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +33,10 @@ def evaluate_submission_task(self, submission_id: int, number: int, **kwargs: ob
     if kwargs:
         log.warning("evaluate_submission_task(%s, %s): ignoring %s", submission_id, number, sorted(kwargs))
     worker = self.request.hostname or "worker"
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
-        outcome = evaluate_attempt(submission_id, number, worker=worker)
+        outcome = evaluate_attempt(submission_id, number, worker=worker, delivery=self.request.id or "",
+                                   redelivered=redelivered)
     except SoftTimeLimitExceeded:
         attempt = EvaluationAttempt.objects.filter(submission_id=submission_id, number=number).first()
         outcome = "soft time limit"
@@ -50,3 +54,10 @@ def reap_stale_runs_task(**kwargs: object) -> int:
     for pk, outcome in reaped:
         log.warning("reaped attempt %s: %s", pk, outcome)
     return len(reaped)
+
+
+@shared_task(acks_late=True)
+def requeue_lost_task(**kwargs: object) -> int:
+    """Re-send the messages of queued attempts that the broker no longer holds; safe to run concurrently."""
+    sent = do_requeue_lost()
+    return len(sent)

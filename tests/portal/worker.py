@@ -36,10 +36,16 @@ def database_url() -> str:
 
 
 class PortalWorker:
-    def __init__(self, log_path: Path, queues: str, **env: str):
+    """``args`` replace the pool options (``--pool solo`` by default; the fault tests use the prefork
+    pool as production does); ``purge`` empties the worker's queues first (off where a test queued
+    messages for it on purpose)."""
+
+    def __init__(self, log_path: Path, queues: str, *, args: tuple[str, ...] = ("--pool", "solo", "-c", "1"),
+                 purge: bool = True, **env: str):
         self.name = f"portal-{uuid.uuid4().hex[:8]}@localhost"
         self.log_path = log_path
         self.queues = queues
+        self.args, self.purge = args, purge
         self.env = {
             **os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.test", "DATABASE_URL": database_url(),
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL, "D2K_BROKER_DIR": str(settings.D2K_BROKER_DIR),
@@ -52,13 +58,14 @@ class PortalWorker:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self) -> PortalWorker:
-        with app.connection_for_write() as conn:  # leftovers of earlier tests must not reach this worker
-            for queue in self.queues.split(","):
-                conn.default_channel.queue_purge(queue)
+        if self.purge:
+            with app.connection_for_write() as conn:  # leftovers of earlier tests must not reach this worker
+                for queue in self.queues.split(","):
+                    conn.default_channel.queue_purge(queue)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", self.queues, "-c", "1",
-                 "--pool", "solo", "-n", self.name, "-l", "info"],
+                [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", self.queues, *self.args,
+                 "-n", self.name, "-l", "info"],
                 cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
         while " ready." not in self.log():
