@@ -10,8 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
-from leaderboard import board, board_queries
-from leaderboard.board_views import GUIDANCE, board_data, filters_from
+from leaderboard import board_queries
+from leaderboard.board_views import GUIDANCE, board_data, filters_from, page_pairs
 
 FILTERS = [
     OpenApiParameter("hardware", str, description="hardware profile, e.g. h200"),
@@ -42,13 +42,17 @@ class PairsView(APIView):
                    summary="Every guided/unguided pair of a hardware profile with its paired comparison")
     def get(self, request: Request) -> Response:
         f = filters_from(request._request)
-        out = []
-        page = board_queries.pair_page(f.hardware, f.model)
-        for p in board.pairs(board_queries.entries(f.hardware, submission_ids=page), n_boot=5000):
-            c = p.comparison
-            out.append({"unguided": int(p.unguided.key), "guided": int(p.guided.key), "model": p.guided.model,
-                        "team": p.guided.team, "conditions": [p.unguided.condition, p.guided.condition],
-                        "score_ratio": c.score_ratio, "ci": [c.ci_low, c.ci_high], "confidence": c.confidence,
-                        "wilcoxon_p": c.wilcoxon_p, "sign_test_p": c.sign_test_p, "verdict": c.verdict,
-                        "per_task_ratios": c.per_task_ratios})
+        out = board_queries.cached("pairs-api", (f.hardware, f.model), lambda: _pairs_rows(f))
         return Response({"hardware": f.hardware, "pairs": out})
+
+
+def _pairs_rows(f: board_queries.Filters) -> list[dict[str, object]]:
+    out = []
+    for p in page_pairs(f)[1]:
+        c = p.comparison
+        out.append({"unguided": int(p.unguided.key), "guided": int(p.guided.key), "model": p.guided.model,
+                    "team": p.guided.team, "conditions": [p.unguided.condition, p.guided.condition],
+                    "score_ratio": c.score_ratio, "ci": [c.ci_low, c.ci_high], "confidence": c.confidence,
+                    "wilcoxon_p": c.wilcoxon_p, "sign_test_p": c.sign_test_p, "verdict": c.verdict,
+                    "per_task_ratios": c.per_task_ratios})
+    return out

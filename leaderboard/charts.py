@@ -9,6 +9,7 @@ workload where a point is one).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -21,13 +22,26 @@ import plotly.io as pio
 from evaluator.scoring import ABLATION_CONDITIONS
 
 FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13}
+TEMPLATE = "plotly_white"
+
+
+@functools.cache
+def _template_json() -> str:
+    """The template as JSON, resolved once per process.
+
+    Setting ``template=`` on a figure deep-copies and re-validates the whole template (about 90 ms
+    of the ~120 ms a figure took; the pairs page builds 21), yet its JSON is the same every time.
+    """
+    return json.dumps(json.loads(pio.to_json(go.Figure(layout={"template": TEMPLATE}), validate=True))["layout"]["template"])
 
 
 def _finish(fig: go.Figure, title: str, x: str, y: str, **layout: Any) -> dict[str, Any]:
-    fig.update_layout(title={"text": title}, xaxis_title=x, yaxis_title=y, font=FONT, template="plotly_white",
+    fig.update_layout(title={"text": title}, xaxis_title=x, yaxis_title=y, font=FONT,
                       margin={"l": 70, "r": 30, "t": 60, "b": 70}, legend={"orientation": "h", "y": -0.2},
                       **layout)
-    return json.loads(pio.to_json(fig, validate=True))
+    out = json.loads(pio.to_json(fig, validate=True))
+    out["layout"]["template"] = json.loads(_template_json())  # a fresh copy: callers may edit their figure
+    return out
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from leaderboard.models import ReferenceRun, ReferenceTiming, Task, Workload
 
@@ -80,17 +81,20 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
 def best_published_kernels(task: Task, limit: int = 5) -> dict[str, list]:
     """Per hardware profile, the fastest correct published kernels for ``task`` (latest run of each group).
 
-    Read from the scores stored at publication, so only public results appear.
+    Read from the scores stored at publication, so only public results appear. The top ``limit``
+    per profile are picked in the database (a window function): loading every correct score of the
+    task to keep five made this page's cost grow with the number of published submissions.
     """
     from portal.scores.models import SubmissionScore
     from portal.scores.models import TaskScore as StoredTaskScore
 
     latest = SubmissionScore.objects.filter(scope="all", is_latest=True, mode="kernel").values("submission_id")
+    order = [F("speedup").desc(), F("submission_id")]
     rows = (StoredTaskScore.objects.filter(task=task, correct=True, submission_id__in=latest)
-            .select_related("submission__model", "submission__team").order_by("submission__hardware", "-speedup"))
+            .annotate(rank=Window(RowNumber(), partition_by=[F("submission__hardware")], order_by=order))
+            .filter(rank__lte=limit)
+            .select_related("submission__model", "submission__team").order_by("submission__hardware", *order))
     out: dict[str, list] = {}
     for r in rows:
-        best = out.setdefault(r.submission.hardware, [])
-        if len(best) < limit:
-            best.append(r)
+        out.setdefault(r.submission.hardware, []).append(r)
     return out

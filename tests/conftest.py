@@ -45,3 +45,16 @@ def task_tree(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return build
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Each test starts with an empty Django cache.
+
+    The leaderboard caches its menus, charts and pairs under a generation bumped when a publication
+    commits; a test's rolled-back transaction never commits, so without this a test could be served
+    what an earlier test (with other rows) computed.
+    """
+    from django.core.cache import cache
+
+    cache.clear()
