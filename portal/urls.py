@@ -9,6 +9,8 @@ from portal.submissions.status_views import status
 from portal.submissions.views import bundle_format
 from portal.teams.views import RateLimitedLoginView
 
+handler404 = "portal.api.errors.not_found"
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import BadRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -31,6 +34,8 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, BadRequest):  # Django's, from code shared with the pages (the leaderboard's filters)
+        exc = ApiError(str(exc), code="invalid")
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -51,3 +56,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = "not_found"
     response.data = error_body(code, str(message))
     return response
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """``handler404``: under ``/api/`` the error body, since a malformed id (``/submissions/0.5/``)
+    matches no route and never reaches a view; elsewhere the site's own page."""
+    if request.path_info.startswith("/api/"):
+        return JsonResponse(error_body("not_found", f"nothing at {request.path_info}: no such endpoint or object"),
+                            status=404)
+    return page_not_found(request, exception)

@@ -158,6 +158,19 @@ class TokenSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class ErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="stable, machine-readable: invalid, not_found, quota_daily, ...")
+    message = serializers.CharField()
+    details = serializers.JSONField(help_text="field errors (a map), the upload's {file, rule, message} problems "
+                                              "(a list), or {}")
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The one body of every API error (portal.api.errors), for the schema."""
+
+    error = ErrorBodySerializer()
+
+
 class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=80)
     days = serializers.IntegerField(min_value=1, max_value=366, required=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, mixins, status, viewsets
 from rest_framework.decorators import action
@@ -21,6 +20,7 @@ from portal.api import serializers as s
 from portal.api.errors import ApiError
 from portal.api.filters import SubmissionFilter
 from portal.api.pagination import CreatedCursorPagination
+from portal.api.schema import ERROR
 from portal.api.viewer import acting_team, viewer_of
 from portal.moderation.evidence import moderation_queue
 from portal.moderation.permissions import is_moderator
@@ -39,6 +39,7 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet):
 
     permission_classes = [AllowAny]
     lookup_field = "slug"
+    lookup_value_regex = r"[-a-zA-Z0-9_]+"  # a slug, as the pages' <slug:...>: a NUL never reaches the query
     pagination_class = None
 
     def get_queryset(self) -> QuerySet[Task]:
@@ -84,7 +85,8 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             raise ApiError("no such submission", code="not_found", status_code=404)
 
     @extend_schema(request={"multipart/form-data": s.SubmissionCreateSerializer}, parameters=[IDEMPOTENCY],
-                   responses={201: s.SubmissionSerializer, 200: s.SubmissionSerializer})
+                   responses={201: s.SubmissionSerializer, 200: s.SubmissionSerializer, 409: ERROR, 413: ERROR,
+                              429: ERROR})
     def create(self, request: Request) -> Response:
         """Upload a bundle; validated before anything is stored, then queued."""
         form = s.SubmissionCreateSerializer(data=request.data)
@@ -112,7 +114,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         data = s.SubmissionSerializer(sub, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
-    @extend_schema(request=s.ReasonSerializer, responses=s.SubmissionSerializer)
+    @extend_schema(request=s.ReasonSerializer, responses={200: s.SubmissionSerializer, 409: ERROR})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         sub = self.get_object()
@@ -125,7 +127,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         return Response(s.SubmissionSerializer(selectors.submission_get(sub.pk),
                                                context=self.get_serializer_context()).data)
 
-    @extend_schema(request=s.ReasonSerializer, responses=s.SubmissionSerializer)
+    @extend_schema(request=s.ReasonSerializer, responses={200: s.SubmissionSerializer, 409: ERROR, 429: ERROR})
     @action(detail=True, methods=["post"])
     def rerun(self, request: Request, pk: str | None = None) -> Response:
         sub = self.get_object()
@@ -142,7 +144,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
                                                context=self.get_serializer_context()).data)
 
     @extend_schema(responses=s.TaskResultSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def results(self, request: Request, pk: str | None = None) -> Response:
         """Per-task and per-workload results of the attempt the caller may see."""
         sub = self.get_object()
@@ -150,14 +152,14 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         return Response(s.TaskResultSerializer(selectors.attempt_results(attempt), many=True).data)
 
     @extend_schema(responses=s.JudgeScoreSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def judge(self, request: Request, pk: str | None = None) -> Response:
         """The LLM judge's scores: a design-only submission's designs, a published one's kernels."""
         sub = self.get_object()
         return Response(s.JudgeScoreSerializer(selectors.judge_scores(sub), many=True).data)
 
     @extend_schema(responses=s.TaskLogSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def logs(self, request: Request, pk: str | None = None) -> Response:
         """The engine's output tails (capped), for the team and moderators only."""
         sub = self.get_object()
@@ -165,7 +167,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             raise ApiError("no such submission", code="not_found", status_code=404)
         return Response(s.TaskLogSerializer(selectors.attempt_results(sub.current_attempt), many=True).data)
 
-    @extend_schema(request=s.DecisionSerializer, responses=s.SubmissionSerializer)
+    @extend_schema(request=s.DecisionSerializer, responses={200: s.SubmissionSerializer, 409: ERROR})
     @action(detail=True, methods=["post"])
     def decisions(self, request: Request, pk: str | None = None) -> Response:
         """Moderators: approve, reject (reason required) or request a re-run."""
@@ -238,6 +240,6 @@ class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Destro
         return Response({**s.TokenSerializer(issued.token).data, "token": issued.secret}, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, pk: str | None = None) -> Response:
-        token = get_object_or_404(self.get_queryset(), pk=pk)
+        token = self.get_object()  # DRF's lookup: a malformed id is a 404, not a ValueError
         token_revoke(token, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

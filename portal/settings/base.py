@@ -250,7 +250,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.CreatedCursorPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"tokens": os.environ.get("D2K_TOKEN_THROTTLE", "30/min")},
 }
