@@ -59,7 +59,8 @@ def make_zip(files: dict[str, bytes | str]) -> bytes:
     return buf.getvalue()
 
 
-def make_targz(files: dict[str, bytes | str]) -> bytes:
+def make_targz(files: dict[str, bytes | str], links: dict[str, tuple[bytes, str]] | None = None) -> bytes:
+    """A tar.gz of ``files`` plus links: ``name -> (tarfile.SYMTYPE or LNKTYPE, target)``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
         for name, data in files.items():
@@ -67,6 +68,10 @@ def make_targz(files: dict[str, bytes | str]) -> bytes:
             info = tarfile.TarInfo(name)
             info.size = len(raw)
             tf.addfile(info, io.BytesIO(raw))
+        for name, (kind, target) in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            tf.addfile(info)
     return buf.getvalue()
 
 

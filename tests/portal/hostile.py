@@ -36,7 +36,7 @@ from django.test import Client
 from django.utils.html import escape
 from rest_framework.test import APIClient
 
-from tests.portal.factories import expert_source, media_files
+from tests.portal.factories import expert_source, make_targz, media_files
 
 MiB = 2**20
 KERNEL = expert_source("silu-and-mul")
@@ -206,20 +206,8 @@ def zip_with(files: dict[str, bytes | str], links: dict[str, str] | None = None)
     return buf.getvalue()
 
 
-def targz_with(files: dict[str, bytes | str], links: dict[str, tuple[bytes, str]] | None = None) -> bytes:
-    """A tar.gz of ``files`` plus links: ``name -> (tarfile.SYMTYPE or LNKTYPE, target)``."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for name, data in files.items():
-            raw = data.encode() if isinstance(data, str) else data
-            info = tarfile.TarInfo(name)
-            info.size = len(raw)
-            tf.addfile(info, io.BytesIO(raw))
-        for name, (kind, target) in (links or {}).items():
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname = kind, target
-            tf.addfile(info)
-    return buf.getvalue()
+#: A tar.gz of files plus symbolic or hard links (one builder, shared with the upload tests).
+targz_with = make_targz
 
 
 # --- bombs ---------------------------------------------------------------------------------------
@@ -336,3 +324,17 @@ def gunzip_size(blob: bytes) -> int:
 def stored_zip(files: dict[str, bytes | str]) -> bytes:
     """A zip with every member stored (no compression): quick to build at any size."""
     return _raw_zip(_plain_entries(files))
+
+
+# --- states ----------------------------------------------------------------------------------------
+def finish_evaluation(sub):  # noqa: ANN001, ANN201 (a Submission, returned reloaded)
+    """Take a queued submission through a (hand-made, correct) evaluation to ``evaluated``."""
+    from portal.submissions import actions
+    from portal.submissions.models import Submission
+    from tests.portal.test_state_machine import engine_result, run
+
+    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
+    attempt = sub.attempts.get()
+    actions.do_record_task_result(attempt.pk, claim, engine_result())
+    actions.do_finish_evaluation(attempt.pk, claim, run(engine_result()))
+    return Submission.objects.get(pk=sub.pk)

@@ -17,19 +17,10 @@ from portal.submissions.models import Submission
 from portal.teams.services import token_create
 from tests.portal import hostile as h
 from tests.portal.factories import expert_bundle, make_team, make_user
-from tests.portal.test_state_machine import engine_result, run
 
 pytestmark = pytest.mark.django_db
 
 NOWHERE = 987_654
-
-
-def _evaluate(sub: Submission) -> Submission:
-    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
-    attempt = sub.attempts.get()
-    actions.do_record_task_result(attempt.pk, claim, engine_result())
-    actions.do_finish_evaluation(attempt.pk, claim, run(engine_result()))
-    return Submission.objects.get(pk=sub.pk)
 
 
 @pytest.fixture
@@ -49,10 +40,10 @@ def w(catalogue, media, settings):
     queued, cancelled, evaluated, published = submit("none"), submit("L1"), submit("L1+L2"), submit("L1+L2+L3")
     design = submit("none", mode="design", harness="design-harness")
     actions.do_cancel(cancelled, user=bob)
-    _evaluate(evaluated)
+    h.finish_evaluation(evaluated)
     from portal.moderation.services import do_moderate
 
-    do_moderate(_evaluate(published), moderator=make_user("mod", moderator=True), decision="approve")
+    do_moderate(h.finish_evaluation(published), moderator=make_user("mod", moderator=True), decision="approve")
     ids = {"queued": queued.pk, "cancelled": cancelled.pk, "evaluated": evaluated.pk, "published": published.pk,
            "design": design.pk, "b_token": token_create(b_team, name="b-ci", actor=bob).token.pk,
            "b_team": b_team.pk, "b_slug": b_team.slug, "a_slug": a_team.slug}

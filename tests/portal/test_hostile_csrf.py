@@ -16,18 +16,13 @@ from portal.teams.models import ApiToken
 from portal.teams.services import token_create
 from tests.portal import hostile as h
 from tests.portal.factories import expert_bundle, make_team, make_user
-from tests.portal.test_state_machine import engine_result, run
 
 pytestmark = pytest.mark.django_db
 
 
 def evaluated(team, user) -> Submission:  # noqa: ANN001
     sub, _ = actions.check_create_submission(team=team, user=user, blob=expert_bundle(guidance="L1"), filename="e.zip")
-    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
-    attempt = sub.attempts.get()
-    actions.do_record_task_result(attempt.pk, claim, engine_result())
-    actions.do_finish_evaluation(attempt.pk, claim, run(engine_result()))
-    return Submission.objects.get(pk=sub.pk)
+    return h.finish_evaluation(sub)
 
 
 @pytest.fixture
