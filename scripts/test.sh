@@ -51,6 +51,7 @@ redis-cli -h 127.0.0.1 -p 6379 ping
 export DATABASE_URL="${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/d2k}"
 export CELERY_BROKER_URL="${CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export DJANGO_SETTINGS_MODULE=portal.settings.test
+export D2K_TEST_SANDBOX=require  # bubblewrap was installed above: its tests must run, not skip
 
 ruff check .
 

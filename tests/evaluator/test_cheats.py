@@ -27,6 +27,10 @@ pytestmark = pytest.mark.interpreter
 CHEATS = Path(__file__).parent / "cheats"
 TASK = "silu-and-mul"
 SANDBOX_OK, SANDBOX_WHY = sandbox.probe()
+# CI (scripts/test.sh) sets D2K_TEST_SANDBOX=require: there a missing sandbox fails these tests
+# instead of skipping them, so a broken bubblewrap install cannot pass unnoticed.
+if not SANDBOX_OK and os.environ.get("D2K_TEST_SANDBOX") == "require":
+    raise RuntimeError(f"D2K_TEST_SANDBOX=require but bubblewrap is unusable here: {SANDBOX_WHY}")
 needs_sandbox = pytest.mark.skipif(not SANDBOX_OK, reason=f"bubblewrap unusable here: {SANDBOX_WHY}")
 # The interpreter's host-clock times are noisy on a loaded two-core machine: the escape thresholds
 # are widened (ms), which still rejects the 300 ms that escape_after_timer.py hides per call.

@@ -7,6 +7,7 @@ writing outside the working directory and opening a connection all fail there.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,10 @@ from evaluator.runner import RunOptions, run
 from tasks.registry import REPO_ROOT, get_task
 
 OK, WHY = sandbox.probe()
+# CI (scripts/test.sh) sets D2K_TEST_SANDBOX=require: there a missing sandbox fails these tests
+# instead of skipping them, so a broken bubblewrap install cannot pass unnoticed.
+if not OK and os.environ.get("D2K_TEST_SANDBOX") == "require":
+    raise RuntimeError(f"D2K_TEST_SANDBOX=require but bubblewrap is unusable here: {WHY}")
 needs_sandbox = pytest.mark.skipif(not OK, reason=f"bubblewrap unusable here: {WHY}")
 EXPERT = get_task("silu-and-mul").expert_path
 
