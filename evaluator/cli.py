@@ -10,6 +10,7 @@ import argparse
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -80,6 +81,23 @@ def _select(args: argparse.Namespace, tasks: dict[str, Task]) -> list[Task]:
     return list(tasks.values())
 
 
+def _timing_overrides(pairs: list[str]) -> dict[str, float]:
+    """``--timing budget_s=1.5`` pairs as TimingConfig overrides, checked here so a typo fails at once."""
+    from evaluator.judge import TimingConfig
+
+    out: dict[str, float] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise SystemExit(f"error: --timing takes KEY=NUMBER, not {pair!r}") from None
+        if not sep:
+            raise SystemExit(f"error: --timing takes KEY=NUMBER, not {pair!r}")
+    TimingConfig.from_dict(out)  # unknown keys raise EvaluatorError with their names
+    return out
+
+
 def _judge(args: argparse.Namespace, command: str) -> int:
     tasks = _load(args.root, args.task)
     selected = _select(args, tasks)
@@ -101,14 +119,19 @@ def _judge(args: argparse.Namespace, command: str) -> int:
         raise SystemExit(f"error: --compare takes {', '.join(COMPARE_CHOICES)}, not {', '.join(sorted(bad))}")
     opts = RunOptions(command=command, smoke=args.smoke, compare=compare, timeout_s=args.timeout,
                       workloads=args.workload or [], label=label,
-                      interpret=True if args.interpret else None)
+                      interpret=True if args.interpret else None,
+                      timing=_timing_overrides(getattr(args, "timing", None) or []))
     console = _console()
+    started = time.monotonic()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=args.quiet) as bar:
         overall = bar.add_task("tasks", total=len(selected))
 
         def on_progress(slug: str, rep: ChildReport) -> None:
             bar.update(overall, description=f"{slug} · {rep.workload} · {rep.phase}")
+            if getattr(args, "trace", False):  # where the time goes, for logs of unattended runs
+                print(f"[{time.monotonic() - started:7.1f} s] {slug} {rep.workload} {rep.phase}",
+                      file=sys.stderr, flush=True)
 
         def on_done(res: TaskResult) -> None:
             bar.advance(overall)
@@ -175,6 +198,7 @@ def _add_judge_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=900.0, help="wall-clock seconds per task")
     p.add_argument("--json", metavar="PATH", help="write the versioned JSON result ('-' for stdout)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--trace", action="store_true", help="print every phase with its elapsed time to stderr")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", help="also time: compile (torch.compile of the baseline), expert, "
                                      "self (the candidate again, for the engine's run-to-run spread)")
     p.add_argument("--markdown", metavar="PATH", help="write a Markdown results page")
+    p.add_argument("--timing", action="append", metavar="KEY=NUMBER",
+                   help="override a timing setting (repeatable), e.g. budget_s=1.5 min_count=10")
     p.set_defaults(func=lambda a: _judge(a, "bench"))
     p = sub.add_parser("suite", help="bench every task's expert kernel; writes docs/results/<profile>.md")
     p.add_argument("--references", action="store_true", required=True,

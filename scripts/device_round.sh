@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# One GPU round over the tasks in the tree, within one device call:
-#   1. correctness of every expert on every real workload (`check`, several tasks at once),
-#      and, in the same parallel pool, torch.compile caches warmed for every workload;
+# One GPU round over the tasks in the tree, resumable over several device calls:
+#   1. correctness of every expert on every real workload (`check`, several tasks at once; the
+#      expert runs as the candidate, in the sandbox) and, in the same parallel pool,
+#      torch.compile caches warmed for every workload (scripts/warm_compile.py);
 #   2. the timed bench (`bench --compare compile,expert`), one task after another, each task's
-#      result in its own JSON so a run cut short still returns what it finished.
-# Everything lands in $OUT/round.tar.gz (per-task JSON, Markdown and logs) and $OUT/log.txt.
-# Run through the device tool from the repository root, carrying the wheels in .whl:
-#   bash scripts/device_round.sh [--tasks "slug slug"] [--compare compile,expert] [--deadline SECONDS] [--no-bench]
-#                                [--bench-only]
+#      result in its own JSON, while the deadline allows.
+# State lives in .devround/ (git-ignored; kept on the device machine while it stays warm): a task
+# whose check or bench result is already there is not run again, and Triton's and Inductor's
+# caches are there too, so a second call made while the machine is warm picks up where the
+# first stopped. Every call packs the whole state's results into $OUT/round.tar.gz and logs to
+# $OUT/log.txt.
+# Run through the device tool from the repository root, carrying .whl (the wheels the device
+# lacks) and .bwrap (bubblewrap, unpacked from its Debian package):
+#   bash scripts/device_round.sh [--tasks "slug slug"] [--compare compile,expert] [--deadline SECONDS]
+#                                [--no-bench] [--bench-only] [--timing KEY=NUMBER ...] [--fresh]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 START=$(date +%s)
-TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 JOBS=6
+TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 JOBS=6 TIMING=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tasks) TASKS="$2"; shift 2 ;;
@@ -19,44 +25,67 @@ while [ $# -gt 0 ]; do
     --deadline) DEADLINE="$2"; shift 2 ;;
     --no-bench) BENCH=0; shift ;;
     --bench-only) CHECK=0; shift ;;  # skip phase 1: bench runs its own correctness trials
+    --timing) TIMING+=(--timing "$2"); shift 2 ;;
+    --fresh) rm -rf .devround; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+if [ ! -d /tmp/site/pydantic ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+if ! command -v bwrap >/dev/null 2>&1 && [ -x .bwrap/usr/bin/bwrap ]; then
+  export PATH="$PWD/.bwrap/usr/bin:$PATH"
+fi
+W="$PWD/.devround"
+mkdir -p "$W/triton" "$W/inductor"
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 D2K_CEILINGS=docs/results/h200-ceilings.json
-W=$(mktemp -d)
+export TRITON_CACHE_DIR="$W/triton" TORCHINDUCTOR_CACHE_DIR="$W/inductor" W
 LOG="$OUT/log.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$W/nvidia-smi.txt"
+echo "bwrap: $(command -v bwrap || echo missing)" | tee -a "$LOG"
 if [ -z "$TASKS" ]; then
   TASKS=$(python3 -c "from tasks.registry import load_tasks; print(' '.join(t.slug for t in load_tasks().tasks))")
 fi
 echo "tasks: $TASKS" | tee -a "$LOG"
+echo "timing overrides: ${TIMING[*]:-none}" | tee -a "$LOG"
 
 left() { echo $(( DEADLINE - ($(date +%s) - START) )); }
+finish() {
+  tar -czf "$OUT/round.tar.gz" -C "$W" --exclude=./triton --exclude=./inductor .
+  echo "round done at $(( $(date +%s) - START )) s" | tee -a "$LOG"
+}
 
-# 1. checks and compile warm-up, in parallel
-export W
-[ "$CHECK" = 1 ] && for slug in $TASKS; do
-  echo "check $slug"
-  if [[ "$COMPARE" == *compile* ]] && [ "$BENCH" = 1 ]; then echo "warm $slug"; fi
-done | xargs -P "$JOBS" -L 1 bash -c '
-  case "$0" in
-    check) timeout 240 python3 -m evaluator check references --task "$1" --timeout 230 --quiet \
-             --json "$W/check-$1.json" >"$W/check-$1.log" 2>&1; echo "check $1 exit $?" ;;
-    warm) timeout 240 python3 scripts/warm_compile.py "$1" >"$W/warm-$1.log" 2>&1; echo "warm $1 exit $?" ;;
-  esac' 2>&1 | tee -a "$LOG"
-echo "phase 1 done at $(( $(date +%s) - START )) s" | tee -a "$LOG"
+# 1. checks and compile warm-up, in parallel (nothing here is timed)
+if [ "$CHECK" = 1 ]; then
+  for slug in $TASKS; do
+    [ -s "$W/check-$slug.json" ] || echo "check $slug"
+    if [[ "$COMPARE" == *compile* ]] && [ "$BENCH" = 1 ] && [ ! -e "$W/warm-$slug.done" ]; then echo "warm $slug"; fi
+  done | xargs -P "$JOBS" -L 1 bash -c '
+    case "$0" in
+      check) timeout 300 python3 -m evaluator check references --task "$1" --timeout 290 --quiet \
+               --json "$W/check-$1.json" >"$W/check-$1.log" 2>&1; echo "check $1 exit $?" ;;
+      warm) timeout 300 python3 scripts/warm_compile.py "$1" >"$W/warm-$1.log" 2>&1 && touch "$W/warm-$1.done"
+            echo "warm $1 exit $?" ;;
+    esac' 2>&1 | tee -a "$LOG"
+  echo "phase 1 done at $(( $(date +%s) - START )) s" | tee -a "$LOG"
+fi
 
 # 2. timed bench, one task at a time, while time is left
 if [ "$BENCH" = 1 ]; then
   for slug in $TASKS; do
+    if [ -s "$W/bench-$slug.json" ] || [ -e "$W/bench-$slug.capped" ]; then continue; fi
     budget=$(left)
-    if [ "$budget" -lt 40 ]; then echo "bench $slug: skipped, deadline" | tee -a "$LOG"; continue; fi
+    if [ "$budget" -lt 45 ]; then echo "bench $slug: skipped, deadline" | tee -a "$LOG"; continue; fi
     per=$(( budget < 280 ? budget - 10 : 270 ))
     timeout "$per" python3 -m evaluator bench references --task "$slug" --compare "$COMPARE" --timeout "$((per - 5))" \
-      --quiet --json "$W/bench-$slug.json" --markdown "$W/bench-$slug.md" >"$W/bench-$slug.log" 2>&1
-    echo "bench $slug exit $? at $(( $(date +%s) - START )) s" | tee -a "$LOG"
+      "${TIMING[@]}" --quiet --trace --json "$W/bench-$slug.json.part" --markdown "$W/bench-$slug.md" \
+      >"$W/bench-$slug.log" 2>&1
+    rc=$?
+    # Only a finished result counts as done: a task cut off by the deadline is benched again next call.
+    if [ "$rc" -le 1 ] && [ -s "$W/bench-$slug.json.part" ]; then mv "$W/bench-$slug.json.part" "$W/bench-$slug.json"; fi
+    # A task that ran out its whole per-task cap would do so again: not retried.
+    if [ "$rc" -eq 124 ] && [ "$per" -eq 270 ]; then touch "$W/bench-$slug.capped"; fi
+    echo "bench $slug exit $rc at $(( $(date +%s) - START )) s" | tee -a "$LOG"
   done
 fi
-tar -czf "$OUT/round.tar.gz" -C "$W" .
-echo "round done at $(( $(date +%s) - START )) s" | tee -a "$LOG"
+finish
