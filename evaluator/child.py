@@ -284,7 +284,8 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
             def progress(phase: str, _w: str = w.name, _i: int = i) -> None:
                 reporter.send(ChildReport(type="progress", workload=_w, phase=phase, done=_i, total=len(workloads)))
 
-            timings, reason, wfind = judge.time_workload(w, seeds[task.spec.trials:], cfg, timed, progress)
+            timings, reason, wfind, untimed = judge.time_workload(w, seeds[task.spec.trials:], cfg, timed, progress)
+            wr.untimed = untimed
             base = timings["baseline"].median_ms
             sol_s = profile.sol_seconds(flops, nbytes, task.compute_dtype(w.params)) if not job.interpret else None
             wr.timings = timings

@@ -226,16 +226,17 @@ class Judge:
 
     # --- timing ------------------------------------------------------------------------------
     def time_workload(self, workload: Workload, seeds: list[int], cfg: TimingConfig, workers: dict[str, WorkerProcess],
-                      progress: Callable[[str], None]) -> tuple[dict[str, Timing], str, list[str]]:
+                      progress: Callable[[str], None]) -> tuple[dict[str, Timing], str, list[str], dict[str, str]]:
         """Interleaved timing of every provider in ``workers`` (name -> the worker holding it).
 
         Every call gets fresh secret inputs, written into the worker's arena by the judge, so a
         cache keyed on pointers or content never hits; a random sample of the candidate's timed
         calls is compared with the reference (the worker copies every call's outputs, so it cannot
-        tell which). Returns timings, the stop reason and findings.
+        tell which). Returns timings, the stop reason, findings and the providers left untimed (why).
         """
         params = workload.params
         dev = self.device
+        workers = dict(workers)  # a provider dropped below is dropped for this workload only
         rng = random.Random(seeds[-1])
         template = make_inputs(self.task, params, seeds[0], dev, self.baseline_module)
         outputs = self.output_shapes(params)
@@ -256,6 +257,7 @@ class Judge:
         checked: dict[str, int] = {p: 0 for p in workers}
         peak: dict[str, int] = {}
         findings: list[str] = []
+        untimed: dict[str, str] = {}  # provider -> why it has no time (not a finding about the kernel)
         kept: dict[tuple[str, int], Inputs] = {}  # the values reused per set when fresh_inputs is off
 
         def call(name: str, k: int, mode: str, check: bool = False, measure_peak: bool = False) -> Done:
@@ -297,9 +299,21 @@ class Judge:
                         f"{failure.rule} on {failure.output}: {failure.message}", code=errors.USER_TIMED_MISMATCH)
             return done
 
-        for name in workers:
+        for name in list(workers):
             progress(f"warm-up {name}")
-            done = call(name, 0, "warm")
+            if name == "compile":
+                # torch.compile cannot handle every eager baseline (in-place writes through views
+                # of another dtype, say). That is a fact about torch.compile, reported beside the
+                # times, not a failure of the task: the other providers are still timed.
+                try:
+                    done = call(name, 0, "warm")
+                except errors.EvaluatorError as exc:
+                    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                    untimed[name] = "torch.compile of the baseline failed: " + " ".join(lines[:2])[:500]
+                    del workers[name], times[name], walls[name], checked[name]
+                    continue
+            else:
+                done = call(name, 0, "warm")
             compile_s[name] = done.device_ms / 1e3
             if name.startswith("candidate"):
                 compile_s[name] = max(compile_s[name], self.first_call_s.get(workload.name, 0.0))
@@ -347,7 +361,7 @@ class Judge:
                 host_over_device=min(host_ms / med, MAX_RATIO) if med > 0 else MAX_RATIO,
                 compile_s=compile_s[name], checked_calls=checked[name], peak_mem_bytes=peak.get(name),
             )
-        return result, reason, findings
+        return result, reason, findings, untimed
 
 
 def _escape_check(name: str, median_ms: float, excess_ms: float, cfg: TimingConfig) -> list[str]:

@@ -72,6 +72,7 @@ class WorkloadResult(_Model):
     sol_fraction: dict[str, float] = {}  # provider -> SOL time / provider median
     stop_reason: str = ""  # why timing stopped: "converged", "time budget", "max count"
     findings: list[str] = []
+    untimed: dict[str, str] = {}  # provider -> why it has no time (e.g. torch.compile failed on the baseline)
 
 
 class Finding(_Model):

@@ -140,7 +140,9 @@ def decide() -> tuple[bool, str]:
 
 
 def scrubbed_env(env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    kept = {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) and k != "TRITON_CACHE_DIR"}
+    # Cache locations are host paths the sandbox cannot write (a read-only bind at best): a
+    # torch import inside would fail creating them. The worker gets its own under its workdir.
+    kept = {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) and not k.endswith("_CACHE_DIR")}
     kept.update(extra)
     return kept
 
