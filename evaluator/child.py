@@ -319,7 +319,10 @@ def _timing_workers(job: Job, task: Any, judge: Any, workers: list[Any], size: i
     timed["candidate"] = judge.candidate
     if "self" in job.compare:
         timed["candidate-again"] = judge.candidate
-    if "expert" in job.compare:
+    if "expert" in job.compare or not job.interpret:
+        # Timed on every GPU bench, asked for or not: it runs in a worker set up exactly like the
+        # candidate's, so its round-trip overhead is the floor the candidate's is compared with
+        # (judge._residual_floor), and the result shows the expert's time from the same run.
         # The expert kernel is handed in as one file: its folder (references/) stays hidden.
         ew = _worker("expert", {"expert": provider_spec(path=str(task.expert_path), entry=entry)}, task, job, device,
                      size, deadline, True, flush)

@@ -345,8 +345,7 @@ class Judge:
                 progress(f"timing round {rnd + 1}")
 
         residual = {p: statistics.median(w - t for w, t in zip(walls[p], times[p], strict=True)) for p in workers}
-        trusted = [residual[p] for p in workers if not p.startswith("candidate")]
-        floor = min(trusted) if trusted else min(residual.values())
+        floor = _residual_floor(residual, workers)
         result: dict[str, Timing] = {}
         for name, values in times.items():
             s = sorted(values)
@@ -362,6 +361,21 @@ class Judge:
                 compile_s=compile_s[name], checked_calls=checked[name], peak_mem_bytes=peak.get(name),
             )
         return result, reason, findings, untimed
+
+
+def _residual_floor(residual: dict[str, float], workers: Mapping[str, Any]) -> float:
+    """The round-trip overhead a call has when nothing escapes its timer, for the candidate's to be
+    compared with.
+
+    It is taken from trusted providers in workers set up like the candidate's (sandboxed and
+    watched: the expert's), because that set-up costs every call a fixed overhead of its own: on
+    the H200 under gVisor, expert kernels in such a worker showed 40-120 us more per call than the
+    baseline in the plain trusted worker, the same for the expert as the candidate and nothing
+    that escaped a timer. Only where no such worker was timed does the trusted worker's floor serve.
+    """
+    twins = [residual[p] for p in workers if not p.startswith("candidate") and workers[p].cfg.untrusted]
+    trusted = [residual[p] for p in workers if not p.startswith("candidate")]
+    return min(twins or trusted or list(residual.values()))
 
 
 def _escape_check(name: str, median_ms: float, excess_ms: float, cfg: TimingConfig) -> list[str]:

@@ -24,7 +24,7 @@ MEMORY_TARGET = 0.60  # of the measured bandwidth
 class WorkloadVerdict:
     task: str
     workload: str
-    bound: str  # "compute" | "memory" | "unknown"
+    bound: str  # "compute" | "memory" | "latency" | "unknown"
     misses: tuple[str, ...]
 
 
@@ -38,10 +38,11 @@ def bound_of(result: RunResult, w: WorkloadResult, dtype_peaks: dict[str, float]
     return "compute" if t_math > t_mem else "memory"
 
 
-def verdicts(result: RunResult, dtypes: dict[str, str]) -> list[WorkloadVerdict]:
+def verdicts(result: RunResult, dtypes: dict[str, str], latency: frozenset[str] = frozenset()) -> list[WorkloadVerdict]:
     """Targets per workload: correct, faster than eager, not slower than compile, SOL fraction by bound.
 
-    ``dtypes`` maps ``task/workload`` to the roofline compute dtype (from the task tree).
+    ``dtypes`` maps ``task/workload`` to the roofline compute dtype (from the task tree);
+    ``latency`` names the tasks whose roofline says ``bound = "latency"``: speedup targets only.
     """
     out = []
     for t in result.tasks:
@@ -56,10 +57,11 @@ def verdicts(result: RunResult, dtypes: dict[str, str]) -> list[WorkloadVerdict]
                 misses.append(f"not faster than eager ({base.median_ms / cand.median_ms:.2f}x)")
             if cand and comp and cand.median_ms > comp.median_ms * 1.02:
                 misses.append(f"slower than torch.compile ({comp.median_ms / cand.median_ms:.2f}x)")
-            bound = bound_of(result, w, result.hardware.peak_tflops, dtypes.get(f"{t.slug}/{w.name}", ""))
+            bound = ("latency" if t.slug in latency else
+                     bound_of(result, w, result.hardware.peak_tflops, dtypes.get(f"{t.slug}/{w.name}", "")))
             sol = w.sol_fraction.get("candidate")
             target = COMPUTE_TARGET if bound == "compute" else MEMORY_TARGET
-            if sol is not None and bound != "unknown" and sol < target:
+            if sol is not None and bound in ("compute", "memory") and sol < target:
                 misses.append(f"{sol:.0%} of SOL, target {target:.0%} ({bound}-bound)")
             out.append(WorkloadVerdict(t.slug, w.name, bound, tuple(misses)))
     return out
@@ -71,8 +73,10 @@ def _compile_ratio(t: TaskResult) -> float | None:
     return geomean(ratios) if ratios else None
 
 
-def summary(result: RunResult, dtypes: dict[str, str], expected_tasks: int | None = None) -> str:
-    """Markdown: the suite's correctness and geometric means, then the misses."""
+def summary(result: RunResult, dtypes: dict[str, str], expected_tasks: int | None = None,
+            latency: frozenset[str] = frozenset(), all_slugs: tuple[str, ...] = ()) -> str:
+    """Markdown: the suite's correctness and geometric means, then the misses, the providers
+    left untimed and the tasks of the tree (``all_slugs``) with no result yet."""
     scores = {t.slug: score_task_result(t) for t in result.tasks}
     correct = [s for s in scores.values() if s.correct]
     n = expected_tasks or len(result.tasks)
@@ -92,12 +96,19 @@ def summary(result: RunResult, dtypes: dict[str, str], expected_tasks: int | Non
         f"- **SOL fraction** (geometric mean over tasks): {geomean(sols):.1%}" if sols else "- **SOL fraction:** -",
         "",
     ]
-    misses = [v for v in verdicts(result, dtypes) if v.misses]
+    misses = [v for v in verdicts(result, dtypes, latency) if v.misses]
     if misses:
         lines += ["### Workloads that miss a target", "", "| task | workload | bound | misses |", "|---|---|---|---|"]
         lines += [f"| {v.task} | {v.workload} | {v.bound} | {'; '.join(v.misses)} |" for v in misses]
     else:
         lines.append("Every workload meets every target.")
+    untimed = [(t.slug, w.name, p, why) for t in result.tasks for w in t.workloads for p, why in w.untimed.items()]
+    if untimed:
+        lines += ["", "### Providers left untimed", "", "| task | workload | provider | why |", "|---|---|---|---|"]
+        lines += [f"| {s} | {w} | {p} | {why[:300].replace('|', '/')} |" for s, w, p, why in untimed]
+    missing = [s for s in all_slugs if s not in scores]
+    if missing:
+        lines += ["", f"### Tasks with no result on this page ({len(missing)})", "", ", ".join(missing)]
     failed = [t for t in result.tasks if not scores[t.slug].correct]
     if failed:
         lines += ["", "### Tasks that failed", ""]

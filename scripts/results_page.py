@@ -45,7 +45,9 @@ def main() -> None:
     text = report.markdown(merged, args.command)
     if args.title:
         text = text.replace(text.splitlines()[0], f"# {args.title}", 1)
-    text += "\n" + suite_report.summary(merged, dtypes, expected_tasks=len(tree.tasks))
+    latency = frozenset(t.slug for t in tree.tasks if t.spec.roofline.bound == "latency")
+    text += "\n" + suite_report.summary(merged, dtypes, expected_tasks=len(tree.tasks), latency=latency,
+                                        all_slugs=tuple(t.slug for t in tree.tasks))
     args.out.write_text(text, encoding="utf-8")
     if args.json:
         args.json.write_text(merged.model_dump_json(indent=1), encoding="utf-8")

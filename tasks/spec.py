@@ -158,6 +158,9 @@ class Roofline(_Strict):
     flops: str | int
     bytes: str | int
     compute_dtype: str = "dtype"
+    # "latency": the op is too small for either roof to bind (routing over a few thousand tokens):
+    # the SOL fraction is shown for information and the targets are the speedups alone.
+    bound: Literal["roofline", "latency"] = "roofline"
 
     @field_validator("flops", "bytes")
     @classmethod

@@ -116,3 +116,14 @@ def test_off_runs_without_the_sandbox_and_says_so(monkeypatch):
                   RunOptions(command="check", smoke=True, interpret=True, workloads=["S1"])).tasks
     assert task.status == "correct"
     assert any(f.kind == "sandbox" and "D2K_SANDBOX=off" in f.message for f in task.findings)
+
+
+def test_host_cache_directories_stay_outside():
+    """A worker host that points Inductor or Triton at a cache of its own (scripts/device_round.sh
+    does) must not hand that path to the sandbox, where it is read-only and a torch import that
+    tries to create it fails every kernel (seen on the H200)."""
+    host = {"TORCHINDUCTOR_CACHE_DIR": "/srv/cache/inductor", "TRITON_CACHE_DIR": "/srv/cache/triton",
+            "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "CUDA_VISIBLE_DEVICES": "0", "SECRET_KEY": "x"}
+    env = sandbox.scrubbed_env(host, {"TRITON_CACHE_DIR": "/work/.triton"})
+    assert env == {"TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "CUDA_VISIBLE_DEVICES": "0",
+                   "TRITON_CACHE_DIR": "/work/.triton"}

@@ -33,3 +33,25 @@ def test_a_slow_workload_is_listed_with_the_target_it_misses() -> None:
     assert "2/26 tasks" in text
     assert f"| {run.tasks[0].slug} | {w.name} | memory | not faster than eager" in text
     assert "10% of SOL, target 60% (memory-bound)" in text
+
+
+def test_a_latency_bound_task_is_held_to_its_speedups_only() -> None:
+    run = _run()
+    slug = run.tasks[0].slug
+    for w in run.tasks[0].workloads:
+        w.sol_fraction["candidate"] = 0.01
+    assert any("of SOL" in m for v in suite_report.verdicts(run, _dtypes()) for m in v.misses)
+    marked = suite_report.verdicts(run, _dtypes(), latency=frozenset({slug}))
+    assert {v.bound for v in marked if v.task == slug} == {"latency"}
+    assert not any(v.misses for v in marked if v.task == slug)
+
+
+def test_untimed_providers_and_missing_tasks_are_listed() -> None:
+    run = _run()
+    w = run.tasks[0].workloads[0]
+    del w.timings["compile"]
+    w.untimed = {"compile": "torch.compile of the baseline failed: AssertionError: no"}
+    text = suite_report.summary(run, _dtypes(), expected_tasks=3,
+                                all_slugs=(run.tasks[0].slug, run.tasks[1].slug, "causal-conv1d"))
+    assert f"| {run.tasks[0].slug} | {w.name} | compile | torch.compile of the baseline failed" in text
+    assert "### Tasks with no result on this page (1)" in text and "causal-conv1d" in text

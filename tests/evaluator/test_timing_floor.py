@@ -1,0 +1,54 @@
+"""The timing protocol's two judgement calls that the H200 showed wrong before: which providers'
+round-trip overhead the candidate is compared with, and a torch.compile that cannot compile the
+baseline (a fact about torch.compile, not a failure of the task)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from evaluator.judge import _residual_floor
+from evaluator.runner import RunOptions, run
+from tasks.registry import get_task
+
+
+def _workers(**untrusted: bool) -> dict[str, SimpleNamespace]:
+    return {name: SimpleNamespace(cfg=SimpleNamespace(untrusted=flag)) for name, flag in untrusted.items()}
+
+
+def test_floor_comes_from_a_worker_set_up_like_the_candidates():
+    # The expert runs in a sandboxed, watched worker like the candidate: its 0.10 ms is the floor,
+    # not the plain trusted worker's 0.02 ms (which made honest kernels look like escapes).
+    workers = _workers(baseline=False, compile=False, expert=True, candidate=True)
+    residual = {"baseline": 0.02, "compile": 0.03, "expert": 0.10, "candidate": 0.11}
+    assert _residual_floor(residual, workers) == pytest.approx(0.10)
+
+
+def test_floor_falls_back_to_the_trusted_worker_without_a_twin():
+    workers = _workers(baseline=False, compile=False, candidate=True)
+    residual = {"baseline": 0.02, "compile": 0.03, "candidate": 0.11}
+    assert _residual_floor(residual, workers) == pytest.approx(0.02)
+
+
+def test_the_candidate_never_sets_its_own_floor():
+    workers = _workers(candidate=True, **{"candidate-again": True}, baseline=False)
+    residual = {"candidate": 0.5, "candidate-again": 0.4, "baseline": 0.05}
+    assert _residual_floor(residual, workers) == pytest.approx(0.05)
+
+
+def test_a_baseline_torch_compile_cannot_compile_is_left_untimed_not_failed():
+    """qk-rmsnorm-rope's baseline writes in place through views of another dtype, which
+    aot_autograd refuses: the task is still judged and timed, and the reason is shown."""
+    task = get_task("qk-rmsnorm-rope")
+    opts = RunOptions(command="bench", smoke=True, interpret=True, cpu_timing=True, compare=["compile"],
+                      workloads=[task.workloads(smoke=True)[0].name], timeout_s=300,
+                      timing={"budget_s": 0.2, "min_count": 3, "max_count": 5, "max_checks": 1,
+                              "escape_finding": [1.0, 10.0], "escape_reject": [1.0, 20.0]})
+    (result,) = run([task], lambda _t: task.expert_path, opts, candidate_path=task.expert_path).tasks
+    assert result.status == "correct", result.reason
+    (w,) = result.workloads
+    assert set(w.timings) == {"baseline", "candidate"}
+    assert "torch.compile of the baseline failed" in w.untimed["compile"]
+    assert "aot_autograd" in w.untimed["compile"]
+    assert result.verdict == "clean" and not w.findings
