@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from evaluator.result import RunResult
@@ -32,6 +32,11 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
             raise BadRequest(f"{name}: a NUL character is not allowed")
     profiles = board_queries.hardware_profiles()
     hardware = request.GET.get("hardware") or (profiles[0] if profiles else "h200")
+    if hardware in board_queries.UNTIMED_PROFILES:
+        # Runs there prove correctness and take no times, so every score would be the failure
+        # penalty: a board of them would say a correct kernel failed.
+        raise Http404(f"{hardware} runs are correctness-only (no timings), so it has no leaderboard; "
+                      "a submission's page shows its results")
     scope = request.GET.get("category") or ALL
     if scope != ALL and scope not in board_queries.categories():
         scope = ALL

@@ -289,7 +289,14 @@ def run(args: argparse.Namespace, log: Log) -> None:
                                                          "logs": logs}, indent=2) + "\n", encoding="utf-8")
     log(f"  wrote e2e-submission.json (status {public['status']}, {len(public_results)} task result(s), "
         f"the engine's output tails)")
-    board = anon.json("GET", f"/api/v1/leaderboard/?hardware={urllib.parse.quote(args.profile)}")
+    board_path = f"/api/v1/leaderboard/?hardware={urllib.parse.quote(args.profile)}"
+    if not args.timed:  # an untimed (interpreter) profile has no board: a 404 that says why
+        gone = anon.json("GET", board_path, expect=(404,))
+        log(f"  no leaderboard for {args.profile}: {gone.get('error', {}).get('message', gone)}")
+        for page in ("/status/", f"/submissions/{pk}/"):
+            anon.request("GET", page)
+        return
+    board = anon.json("GET", board_path)
     (out / "e2e-leaderboard.json").write_text(json.dumps(board, indent=2) + "\n", encoding="utf-8")
     ours = [r for r in board.get("rows", []) if r.get("submission") == pk]
     log(f"  wrote e2e-leaderboard.json: hardware {board.get('hardware')}, {len(board.get('rows', []))} rows "
@@ -300,10 +307,8 @@ def run(args: argparse.Namespace, log: Log) -> None:
             f"geomean={fmt(r.get('geomean_speedup_correct'), '.3f')} sol={fmt(r.get('mean_sol_fraction'), '.3f')}")
     for page in (f"/leaderboard/?hardware={urllib.parse.quote(args.profile)}", "/status/", f"/submissions/{pk}/"):
         anon.request("GET", page)  # the public pages render too (HTML)
-    if args.timed and not ours:
-        raise StepFailed(f"#{pk} is not on the {args.profile} leaderboard")
     if not ours:
-        log(f"  #{pk} has no row: the {args.profile} profile is untimed and never makes a board")
+        raise StepFailed(f"#{pk} is not on the {args.profile} leaderboard")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -117,3 +117,17 @@ def test_task_page_lists_the_best_published_kernels(board, client) -> None:
     assert f"{top.speedup:.2f}×" in html
     for s in hidden:
         assert f"/submissions/{s.pk}/kernel/" not in html
+
+
+@pytest.mark.parametrize("url", ["/api/v1/leaderboard/?hardware=cpu-interpret", "/leaderboard/?hardware=cpu-interpret",
+                                 "/leaderboard/?hardware=cpu-interpret&format=csv",
+                                 "/api/v1/pairs/?hardware=cpu-interpret"])
+def test_an_untimed_profile_has_no_board(client, url: str) -> None:
+    """Interpreter runs carry no timings, so every score there would be the failure penalty: the
+    end-to-end run showed a correct expert as 0/26 on such a board. Asked for by name, it is a 404
+    that says why, not a board of zeros."""
+    sync()
+    response = client.get(url)
+    assert response.status_code == 404, response.content[:300]
+    if url.startswith("/api/"):
+        assert "correctness-only" in response.json()["error"]["message"]
