@@ -70,7 +70,7 @@ class WorkloadResult(_Model):
     speedup: dict[str, float] = {}  # provider -> baseline median / provider median
     sol_ms: float | None = None
     sol_fraction: dict[str, float] = {}  # provider -> SOL time / provider median
-    stop_reason: str = ""  # why timing stopped: "converged", "time budget", "max count"
+    stop_reason: str = ""  # why timing stopped: "converged", "time budget", "wall budget", "max count"
     findings: list[str] = []
     untimed: dict[str, str] = {}  # provider -> why it has no time (e.g. torch.compile failed on the baseline)
 

@@ -52,3 +52,17 @@ def test_a_baseline_torch_compile_cannot_compile_is_left_untimed_not_failed():
     assert "torch.compile of the baseline failed" in w.untimed["compile"]
     assert "aot_autograd" in w.untimed["compile"]
     assert result.verdict == "clean" and not w.findings
+
+
+def test_the_timing_loop_stops_at_its_wall_budget():
+    """Short kernels never spend the device-time budget; the wall budget ends their loop."""
+    task = get_task("silu-and-mul")
+    opts = RunOptions(command="bench", smoke=True, interpret=True, cpu_timing=True, workloads=["S1"], timeout_s=120,
+                      timing={"wall_budget_s": 0.0, "min_count": 3, "max_count": 1000, "budget_s": 100.0,
+                              "target_rel_stderr": 0.0, "max_checks": 1,
+                              "escape_finding": [1.0, 10.0], "escape_reject": [1.0, 20.0]})
+    (result,) = run([task], lambda _t: task.expert_path, opts, candidate_path=task.expert_path).tasks
+    assert result.status == "correct", result.reason
+    (w,) = result.workloads
+    assert w.stop_reason == "wall budget"
+    assert {t.count for t in w.timings.values()} == {3}
