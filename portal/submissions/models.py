@@ -200,6 +200,20 @@ class WorkloadResult(models.Model):
     def __str__(self) -> str:
         return f"{self.task_result} {self.name}"
 
+    @property
+    def expert_ms(self) -> float | None:
+        """The task's expert kernel, timed in the same run in a worker set up like the kernel's
+        (every GPU bench times it): the comparison the benchmark exists for, free of run-to-run drift."""
+        expert = (self.data or {}).get("timings", {}).get("expert")
+        return expert.get("median_ms") if isinstance(expert, dict) else None
+
+    @property
+    def vs_expert(self) -> float | None:
+        """Expert time over this kernel's: above 1 the kernel beat the expert in the same run."""
+        if self.expert_ms and self.candidate_ms:
+            return self.expert_ms / self.candidate_ms
+        return None
+
 
 class WorkerBeacon(models.Model):
     """A Celery worker's sign of life, for the status page (written by the worker's own timer)."""

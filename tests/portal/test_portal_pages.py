@@ -183,3 +183,29 @@ def test_review_shows_the_diff_against_the_previous_published_kernel(alpha):
     evaluated(second)
     html = client_as(mod).get(f"/moderation/{second.pk}/").content.decode()
     assert "Diff against the team" in html and "ONE FUSED PASS" in html and f"#{first.pk}/silu-and-mul/kernel.py" in html
+
+
+def test_results_show_the_expert_timed_in_the_same_run(alpha):
+    """Every GPU bench times the task's expert beside the submission: the page shows its time and
+    the ratio, the comparison the benchmark exists for (here the kernel is 1.25x the expert)."""
+    from evaluator.result import Timing, TrialResult
+    from evaluator.result import WorkloadResult as EngineWorkload
+
+    team, user = alpha
+    sub, _ = actions.check_create_submission(team=team, user=user, blob=expert_bundle(), filename="b.zip")
+    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
+    attempt = sub.attempts.get()
+
+    def timing(ms: float) -> Timing:
+        return Timing(median_ms=ms, q1_ms=ms, q3_ms=ms, mean_ms=ms, min_ms=ms, count=20, rel_stderr=0.004,
+                      host_over_device=1.0, compile_s=0.1, checked_calls=2)
+
+    result = engine_result()
+    result.workloads = [EngineWorkload(name="W1", smoke=False, params={"T": 1}, flops=1.0, bytes=1.0, correct=True,
+                                       trials=[TrialResult(trial=0, seed=1, passed=True)],
+                                       timings={"baseline": timing(1.0), "candidate": timing(0.4),
+                                                "expert": timing(0.5)},
+                                       speedup={"candidate": 2.5, "expert": 2.0})]
+    assert actions.do_record_task_result(attempt.pk, claim, result)
+    html = client_as(user).get(f"/submissions/{sub.pk}/").content.decode()
+    assert "Expert ms" in html and ">0.5000<" in html and ">1.25×<" in html
