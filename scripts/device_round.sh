@@ -13,18 +13,19 @@
 # Run through the device tool from the repository root, carrying .whl (the wheels the device
 # lacks) and .bwrap (bubblewrap, unpacked from its Debian package):
 #   bash scripts/device_round.sh [--tasks "slug slug"] [--compare compile,expert] [--deadline SECONDS]
-#                                [--no-bench] [--bench-only] [--timing KEY=NUMBER ...] [--fresh]
+#                                [--no-bench] [--bench-only] [--no-check] [--timing KEY=NUMBER ...] [--fresh]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 START=$(date +%s)
-TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 JOBS=6 TIMING=()
+TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 WARM=1 JOBS=8 TIMING=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tasks) TASKS="$2"; shift 2 ;;
     --compare) COMPARE="$2"; shift 2 ;;
     --deadline) DEADLINE="$2"; shift 2 ;;
     --no-bench) BENCH=0; shift ;;
-    --bench-only) CHECK=0; shift ;;  # skip phase 1: bench runs its own correctness trials
+    --bench-only) CHECK=0; WARM=0; shift ;;  # skip phase 1: bench runs its own correctness trials
+    --no-check) CHECK=0; shift ;;  # phase 1 only warms torch.compile's caches (bench checks anyway)
     --timing) TIMING+=(--timing "$2"); shift 2 ;;
     --fresh) rm -rf .devround; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -56,15 +57,17 @@ finish() {
 }
 
 # 1. checks and compile warm-up, in parallel (nothing here is timed)
-if [ "$CHECK" = 1 ]; then
+if [ "$CHECK" = 1 ] || [ "$WARM" = 1 ]; then
   for slug in $TASKS; do
-    [ -s "$W/check-$slug.json" ] || echo "check $slug"
-    if [[ "$COMPARE" == *compile* ]] && [ "$BENCH" = 1 ] && [ ! -e "$W/warm-$slug.done" ]; then echo "warm $slug"; fi
+    if [ "$CHECK" = 1 ] && [ ! -s "$W/check-$slug.json" ]; then echo "check $slug"; fi
+    if [ "$WARM" = 1 ] && [[ "$COMPARE" == *compile* ]] && [ "$BENCH" = 1 ] && [ ! -e "$W/warm-$slug.done" ]; then
+      echo "warm $slug"
+    fi
   done | xargs -P "$JOBS" -L 1 bash -c '
     case "$0" in
       check) timeout 300 python3 -m evaluator check references --task "$1" --timeout 290 --quiet \
                --json "$W/check-$1.json" >"$W/check-$1.log" 2>&1; echo "check $1 exit $?" ;;
-      warm) timeout 300 python3 scripts/warm_compile.py "$1" >"$W/warm-$1.log" 2>&1 && touch "$W/warm-$1.done"
+      warm) timeout 200 python3 scripts/warm_compile.py "$1" >"$W/warm-$1.log" 2>&1 && touch "$W/warm-$1.done"
             echo "warm $1 exit $?" ;;
     esac' 2>&1 | tee -a "$LOG"
   echo "phase 1 done at $(( $(date +%s) - START )) s" | tee -a "$LOG"
