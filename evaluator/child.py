@@ -204,6 +204,10 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
                            True, flush)]
     try:
         try:
+            # The timing workers start now, beside the candidate's, so their imports overlap its
+            # start and its correctness trials instead of following them (several seconds a task).
+            timing_workers = _launch_timing_workers(job, task, device, size, deadline, flush) if timing else {}
+            workers += list({id(w): w for w in timing_workers.values()}.values())
             if early is not None:
                 early.wait_ready()
             else:
@@ -212,10 +216,11 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
             return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=str(exc)[:4000],
                               findings=findings, **_tails(workers))
         judge = Judge(task, reference_fn, baseline_fn, baseline_mod, device, workers[0])
-        results, all_ok = _judge_workloads(job, task, judge, workloads, timing, cfg, profile, reporter, workers,
-                                           size, deadline, flush)
+        results, all_ok = _judge_workloads(job, task, judge, workloads, timing, cfg, profile, reporter,
+                                           timing_workers)
         for w in workers:
-            w.finish()
+            if w.ready:  # a timing worker never needed (nothing was correct) is only closed
+                w.finish()
     except WorkerFailure as exc:
         verdict = "rejected-cheat" if exc.code in (errors.USER_TAMPER, errors.USER_PROTOCOL, errors.USER_PROCESS) \
             else "unjudged"
@@ -262,10 +267,7 @@ def _tails(workers: list[Any]) -> dict[str, str]:
 
 
 def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timing: bool, cfg: Any, profile: Any,
-                     reporter: Reporter, workers: list[Any], size: int, deadline: float,
-                     flush: int) -> tuple[list[WorkloadResult], bool]:
-    from evaluator.protocol import ProviderSpec
-
+                     reporter: Reporter, timing_workers: dict[str, Any]) -> tuple[list[WorkloadResult], bool]:
     results: list[WorkloadResult] = []
     all_ok = True
     timed: dict[str, Any] = {}
@@ -279,7 +281,11 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
                             bytes=nbytes, correct=ok, trials=trials)
         if ok and timing:
             if not timed:
-                timed = _timing_workers(job, task, judge, workers, size, deadline, flush, ProviderSpec)
+                for worker in {id(t): t for t in timing_workers.values()}.values():
+                    worker.wait_ready()
+                timed = {**timing_workers, "candidate": judge.candidate}
+                if "self" in job.compare:
+                    timed["candidate-again"] = judge.candidate
 
             def progress(phase: str, _w: str = w.name, _i: int = i) -> None:
                 reporter.send(ChildReport(type="progress", workload=_w, phase=phase, done=_i, total=len(workloads)))
@@ -304,30 +310,27 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
     return results, all_ok
 
 
-def _timing_workers(job: Job, task: Any, judge: Any, workers: list[Any], size: int, deadline: float, flush: int,
-                    provider_spec: Any) -> dict[str, Any]:
-    """Provider name -> worker: the trusted worker (baseline, compile), the candidate's, the expert's."""
+def _launch_timing_workers(job: Job, task: Any, device: Any, size: int, deadline: float,
+                           flush: int) -> dict[str, Any]:
+    """Provider name -> launched worker (not yet ready): the trusted worker (baseline, compile)
+    and the expert's."""
+    from evaluator.protocol import ProviderSpec
+
     entry = task.spec.entry_point
-    trusted = {"baseline": provider_spec(path=str(task.baseline_path), entry=entry)}
+    trusted = {"baseline": ProviderSpec(path=str(task.baseline_path), entry=entry)}
     if "compile" in job.compare:
-        trusted["compile"] = provider_spec(path=str(task.baseline_path), entry=entry, compile=True)
-    device = judge.device
+        trusted["compile"] = ProviderSpec(path=str(task.baseline_path), entry=entry, compile=True)
     tw = _worker("trusted", trusted, task, job, device, size, deadline, False, flush)
-    workers.append(tw)
-    tw.start()
+    tw.launch()
     timed = {name: tw for name in trusted}
-    timed["candidate"] = judge.candidate
-    if "self" in job.compare:
-        timed["candidate-again"] = judge.candidate
     if "expert" in job.compare or not job.interpret:
         # Timed on every GPU bench, asked for or not: it runs in a worker set up exactly like the
         # candidate's, so its round-trip overhead is the floor the candidate's is compared with
         # (judge._residual_floor), and the result shows the expert's time from the same run.
         # The expert kernel is handed in as one file: its folder (references/) stays hidden.
-        ew = _worker("expert", {"expert": provider_spec(path=str(task.expert_path), entry=entry)}, task, job, device,
+        ew = _worker("expert", {"expert": ProviderSpec(path=str(task.expert_path), entry=entry)}, task, job, device,
                      size, deadline, True, flush)
-        workers.append(ew)
-        ew.start()
+        ew.launch()
         timed["expert"] = ew
     return timed
 

@@ -114,5 +114,34 @@ def spawned(procs: list[Proc]) -> list[Proc]:
     return out
 
 
+def forked_copies(procs: list[Proc]) -> set[int]:
+    """Children identical to their parent (same executable, same arguments): a process between
+    fork and exec. Every legitimate ``subprocess`` call (Triton's ``ptxas``, ``platform``'s
+    ``file``) passes through that state for microseconds, so one sight of it proves nothing."""
+    by_pid = {p.pid: p for p in procs}
+    return {p.pid for p in procs
+            if (parent := by_pid.get(p.ppid)) is not None and (p.exe, p.cmdline) == (parent.exe, parent.cmdline)}
+
+
+class SpawnWatch:
+    """:func:`spawned` over successive looks at one tree, with forked copies judged on time.
+
+    A forked copy of its parent is reported only when the same pid is still a copy on the next
+    look (the watcher's interval later): a fork that goes on running Python is caught, a fork on
+    its way to exec is not (seen on the H200 and on a loaded two-core CI machine as a false
+    "started a process" for ``platform.architecture()``).
+    """
+
+    def __init__(self) -> None:
+        self._copies: set[int] = set()
+
+    def check(self, procs: list[Proc]) -> list[Proc]:
+        found = spawned(procs)
+        copies = forked_copies(procs)
+        flagged = [p for p in found if p.pid not in copies or p.pid in self._copies]
+        self._copies = {p.pid for p in found if p.pid in copies}
+        return flagged
+
+
 def rss(procs: list[Proc]) -> int:
     return sum(p.rss_bytes for p in procs)

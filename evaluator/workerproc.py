@@ -75,6 +75,8 @@ class WorkerProcess:
         self._pending = b""
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
+        self.ready = False  # its providers loaded (wait_ready returned)
+        self._spawns = procwatch.SpawnWatch()
 
     # --- life cycle --------------------------------------------------------------------
     def start(self) -> list[str]:
@@ -145,6 +147,7 @@ class WorkerProcess:
             raise WorkerFailure(prefix + reply.message, code=code)
         if not isinstance(reply, Ready):
             raise self._protocol("expected the worker to report ready")
+        self.ready = True
         return reply.providers
 
     def finish(self) -> None:
@@ -298,7 +301,7 @@ class WorkerProcess:
             self.violation = (errors.USER_HOST_OOM, f"the {self.cfg.label}'s processes used {used / 2**30:.1f} GiB "
                               f"of host memory, over the {cap / 2**30:.1f} GiB limit; killed")
         elif self.cfg.untrusted:
-            extra = procwatch.spawned(procs)
+            extra = self._spawns.check(procs)
             if extra:
                 p = extra[0]
                 self.violation = (errors.USER_PROCESS, f"the {self.cfg.label} started a process ({p.exe or '?'}: "
