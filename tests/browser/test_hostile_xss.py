@@ -25,7 +25,7 @@ def test_injected_fields_are_shown_as_text_and_never_run(live_server, world):  #
         for url, shown in ((f"/submissions/{pk}/", ("team", "model", "harness", "reason")),
                            (f"/submissions/{pk}/kernel/silu-and-mul/", ("path",)),
                            (f"/submissions/{pk}/transcript/silu-and-mul/", ("tmodel", "content")),
-                           ("/leaderboard/?hardware=cpu-interpret", ("model",))):
+                           ("/leaderboard/?hardware=h200", ("model",))):
             page.goto(base + url)
             page.wait_for_load_state("networkidle")
             assert dialogs == [], f"{url}: an injected script ran: {dialogs}"

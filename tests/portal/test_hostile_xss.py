@@ -49,7 +49,7 @@ def hostile_transcript() -> str:
 def hostile_bundle(guidance: str = "none") -> bytes:
     manifest = "".join(f"{k} = {json.dumps(v)}\n" for k, v in {
         "model": P("model"), "provider": P("provider"), "model_version": P("version"), "harness": P("harness"),
-        "harness_version": P("hversion"), "guidance": guidance, "hardware": "cpu-interpret",
+        "harness_version": P("hversion"), "guidance": guidance, "hardware": "h200",
         "notes": P("notes") + "\nsecond line"}.items())
     manifest += f"tasks = [{{ slug = \"silu-and-mul\", kernel = {json.dumps(KERNEL_PATH)} }}]\n"
     source = h.KERNEL + f"\n# {P('comment')}\n_NOTE = {P('string')!r}\n"
@@ -133,8 +133,8 @@ def pages(w: dict) -> list[tuple[str, str, tuple[str, ...]]]:
         ("anon", f"/submissions/{pk}/", (*TEAM_FIELDS, "path", "reason", "finding")),
         ("anon", f"/submissions/{pk}/kernel/silu-and-mul/", ("path",)),
         ("anon", "/runs/", ("team", "model", "harness")),
-        ("anon", "/leaderboard/?hardware=cpu-interpret", ()),
-        ("anon", "/leaderboard/pairs/?hardware=cpu-interpret", ()),
+        ("anon", "/leaderboard/?hardware=h200", ()),
+        ("anon", "/leaderboard/pairs/?hardware=h200", ()),
         ("anon", "/tasks/silu-and-mul/", ()),
         ("anon", "/", ()),
     ]
@@ -160,11 +160,11 @@ def test_every_page_escapes_every_field(world):
     assert "Diff against the team" in clients["mod"].get(f"/moderation/{world['second']}/").content.decode()
 
     # The charts' data is JSON in <script type="application/json">: escaped for that context too.
-    board = clients["anon"].get("/leaderboard/?hardware=cpu-interpret").content.decode()
+    board = clients["anon"].get("/leaderboard/?hardware=h200").content.decode()
     assert h.escape(P("model")) in board and h.escape(P("team")) in board
     charts = re.findall(r'<script id="[^"]*" type="application/json">(.*?)</script>', board, re.S)
     assert charts and all("<" not in data for data in charts)
-    reflected = clients["anon"].get("/leaderboard/", {"model": P("query"), "hardware": "cpu-interpret"})
+    reflected = clients["anon"].get("/leaderboard/", {"model": P("query"), "hardware": "h200"})
     h.assert_escaped(reflected.content.decode(), "query", where="reflected ?model=")
 
     # DRF's browsable API renders the same JSON as HTML; the JSON itself keeps the text as sent.
