@@ -58,6 +58,7 @@ EXPECTED = {
     "gpu_oom.py": {errors.USER_GPU_OOM},
     "illegal_address.py": {errors.USER_ILLEGAL_ADDRESS},
     "spawn.py": {errors.USER_PROCESS},
+    "fork_python.py": {errors.USER_PROCESS},
     "write_outside.py": {errors.USER_WRONG_ANSWER},
     "network.py": {errors.USER_WRONG_ANSWER},
     "stdout_flood.py": {errors.USER_OUTPUT_FLOOD},

@@ -66,6 +66,7 @@ CHECK_CASES = [
     ("host_oom.py", {errors.USER_HOST_OOM}, "MemoryError", None),
     ("gpu_oom.py", {errors.USER_HOST_OOM}, "allocate", None),  # on a GPU: eval:user:gpu-oom
     ("spawn.py", {errors.USER_PROCESS}, "sleep", "rejected-cheat"),
+    ("fork_python.py", {errors.USER_PROCESS}, "evaluator.worker", "rejected-cheat"),
     ("stdout_flood.py", {errors.USER_OUTPUT_FLOOD}, "MiB", None),
     # In the interpreter a wild store faults on the host: the worker crashes or raises.
     ("illegal_address.py", {errors.USER_CRASH, errors.USER_WRONG_ANSWER, errors.USER_ILLEGAL_ADDRESS}, "", None),
