@@ -101,4 +101,22 @@ def markdown(result: RunResult, command: str) -> str:
                    f"{cand.rel_stderr:.2%}" if cand else "-", str(cand.count) if cand else "-", w.stop_reason or "-"]
             lines.append("| " + " | ".join(row) + " |")
     lines.append("")
+    lines += _peak_memory(result, providers)
     return "\n".join(lines)
+
+
+def _peak_memory(result: RunResult, providers: list[str]) -> list[str]:
+    """Peak device memory per provider, for the tasks that measure it (``peak_memory = true``, e.g.
+    fused-linear-cross-entropy, where not materializing the logits is the point of the kernel)."""
+    rows = [(t, w) for t in result.tasks for w in t.workloads
+            if any(tm.peak_mem_bytes is not None for tm in w.timings.values())]
+    if not rows:
+        return []
+    head = ["task", "workload", *[f"{p} MiB" for p in providers]]
+    lines = ["Peak device memory above the inputs, per call (MiB):", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for t, w in rows:
+        cells = [f"{w.timings[p].peak_mem_bytes / 2**20:,.1f}"
+                 if p in w.timings and w.timings[p].peak_mem_bytes is not None else "-" for p in providers]
+        lines.append("| " + " | ".join([t.slug, w.name, *cells]) + " |")
+    return [*lines, ""]

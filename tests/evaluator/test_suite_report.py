@@ -55,3 +55,16 @@ def test_untimed_providers_and_missing_tasks_are_listed() -> None:
                                 all_slugs=(run.tasks[0].slug, run.tasks[1].slug, "causal-conv1d"))
     assert f"| {run.tasks[0].slug} | {w.name} | compile | torch.compile of the baseline failed" in text
     assert "### Tasks with no result on this page (1)" in text and "causal-conv1d" in text
+
+
+def test_the_results_page_shows_peak_memory_where_it_was_measured() -> None:
+    from evaluator import report
+
+    run = _run()
+    assert "Peak device memory" not in report.markdown(run, "cmd")  # T15/T16 do not measure it
+    w = run.tasks[0].workloads[0]
+    for name, mib in (("baseline", 512.0), ("candidate", 24.5)):
+        w.timings[name] = w.timings[name].model_copy(update={"peak_mem_bytes": int(mib * 2**20)})
+    page = report.markdown(run, "cmd")
+    assert "Peak device memory above the inputs" in page
+    assert f"| {run.tasks[0].slug} | {w.name} | 512.0 |" in page and "| 24.5 |" in page
