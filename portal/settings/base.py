@@ -3,8 +3,9 @@
 Variables: ``DATABASE_URL`` (default: SQLite at ``var/db.sqlite3``), ``SECRET_KEY``,
 ``ALLOWED_HOSTS`` (comma-separated), ``DEBUG``, ``CELERY_BROKER_URL`` (default: the embedded
 filesystem broker under ``var/broker/``, see ``portal/broker.py``), ``D2K_BROKER_DIR``,
-``D2K_TASKS_ROOT`` (the tree holding ``tasks/``, ``references/``, ``guidance/``) and
-``D2K_VERIFY_TIMEOUT_S``.
+``D2K_TASKS_ROOT`` (the tree holding ``tasks/``, ``references/``, ``guidance/``),
+``D2K_VERIFY_TIMEOUT_S`` and ``CACHE_URL`` (a ``redis://`` URL: one cache shared by every process;
+default: each process its own memory).
 """
 
 from __future__ import annotations
@@ -156,6 +157,25 @@ LOGGING = {
 D2K_TASKS_ROOT = Path(os.environ.get("D2K_TASKS_ROOT", BASE_DIR))
 #: Wall-clock limit of one ``python -m evaluator check`` run of an expert kernel (smoke, interpreter).
 D2K_VERIFY_TIMEOUT_S = env_int("D2K_VERIFY_TIMEOUT_S", 900)
+
+# --- Cache -----------------------------------------------------------------------------------
+# The board caches (leaderboard/board_queries.py) and the sign-in rate limit live here. With one
+# process (runserver, the tests) its own memory is right; behind several gunicorn workers each
+# would keep its own board for up to a minute after a publication and count sign-in failures on
+# its own, so production shares one Redis (prod.py defaults CACHE_URL to a Redis broker's URL).
+CACHE_URL = os.environ.get("CACHE_URL", "")
+
+
+def cache_settings(url: str) -> dict[str, dict[str, object]]:
+    if not url:
+        return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"CACHE_URL must be a redis:// URL, not {url!r}")
+    return {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
+                        "KEY_PREFIX": "d2k"}}
+
+
+CACHES = cache_settings(CACHE_URL)
 
 # --- Celery (all of it here, so the worker's behaviour is read in one place) -----------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or broker.EMBEDDED_BROKER_URL

@@ -5,12 +5,16 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.settings.base import *  # noqa: F403
-from portal.settings.base import INSECURE_SECRET_KEY, SECRET_KEY, env_bool, env_int
+from portal.settings.base import CACHE_URL, INSECURE_SECRET_KEY, SECRET_KEY, cache_settings, env_bool, env_int
 
 if not SECRET_KEY or SECRET_KEY == INSECURE_SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set to a private value in production")
 
 DEBUG = env_bool("DEBUG", False)
+# One cache for every web process (boards, the sign-in rate limit): CACHE_URL, or the broker's
+# Redis when the broker is Redis.
+if not CACHE_URL and CELERY_BROKER_URL.startswith(("redis://", "rediss://")):  # noqa: F405
+    CACHES = cache_settings(CELERY_BROKER_URL)  # noqa: F405
 # Kernels are never judged outside bubblewrap in production: the engine (a subprocess that
 # inherits this environment) refuses to run when the sandbox does not work (evaluator/sandbox.py).
 D2K_SANDBOX = os.environ.setdefault("D2K_SANDBOX", "require")

@@ -77,3 +77,24 @@ def test_gunicorn_config_loads() -> None:
                            "portal.wsgi"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings.dev"})
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.integration
+def test_production_processes_share_one_cache_in_redis() -> None:
+    """Behind several gunicorn workers, a publication's new board generation and the sign-in
+    failures must be seen by every process: production keeps its cache in Redis (CACHE_URL, or the
+    broker's Redis), and what one process writes the next one reads."""
+    redis_url = "redis://127.0.0.1:6379/13"
+    token = secrets.token_hex(8)
+    base = {"DJANGO_SETTINGS_MODULE": "portal.settings.prod", "SECRET_KEY": secrets.token_urlsafe(50)}
+    setup = "import django; django.setup(); from django.core.cache import cache; "
+    wrote = _run({**base, "CACHE_URL": redis_url}, setup + f"cache.set('board:generation', '{token}', 60)")
+    assert wrote.returncode == 0, wrote.stderr
+    read = _run({**base, "CELERY_BROKER_URL": redis_url},  # no CACHE_URL: the broker's Redis
+                setup + "from django.conf import settings; "
+                        "print(settings.CACHES['default']['BACKEND'], cache.get('board:generation'))")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["django.core.cache.backends.redis.RedisCache", token]
+    local = _run(base | {"CELERY_BROKER_URL": ""}, setup + "from django.conf import settings; "
+                                                            "print(settings.CACHES['default']['BACKEND'])")
+    assert local.stdout.strip() == "django.core.cache.backends.locmem.LocMemCache", local.stderr
