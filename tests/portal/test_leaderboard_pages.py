@@ -106,6 +106,19 @@ def test_api_serves_the_same_rows_and_pairs(board, client) -> None:
     assert "/api/v1/leaderboard/" in schema and "/api/v1/pairs/" in schema
 
 
+def test_api_pages_through_the_board(board, client) -> None:
+    every = client.get("/api/v1/leaderboard/?hardware=h200").json()
+    assert every["count"] == len(every["rows"]) > 4 and every["limit"] is None and every["offset"] == 0
+    first = client.get("/api/v1/leaderboard/?hardware=h200&limit=3").json()
+    rest = client.get("/api/v1/leaderboard/?hardware=h200&limit=1000&offset=3").json()
+    assert first["rows"] + rest["rows"] == every["rows"] and first["count"] == rest["count"] == every["count"]
+    assert client.get(f"/api/v1/leaderboard/?hardware=h200&offset={every['count']}").json()["rows"] == []
+    for bad in ("limit=0", "limit=1001", "limit=x", "offset=-1"):
+        response = client.get(f"/api/v1/leaderboard/?hardware=h200&{bad}")
+        assert response.status_code == 400, bad
+        assert response.json()["error"]["code"] == "invalid", response.json()
+
+
 def test_task_page_lists_the_best_published_kernels(board, client) -> None:
     published, hidden = board
     html = client.get("/tasks/silu-and-mul/").content.decode()
