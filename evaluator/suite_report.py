@@ -73,13 +73,14 @@ def _compile_ratio(t: TaskResult) -> float | None:
     return geomean(ratios) if ratios else None
 
 
-def summary(result: RunResult, dtypes: dict[str, str], expected_tasks: int | None = None,
-            latency: frozenset[str] = frozenset(), all_slugs: tuple[str, ...] = ()) -> str:
+def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...] = (),
+            latency: frozenset[str] = frozenset()) -> str:
     """Markdown: the suite's correctness and geometric means, then the misses, the providers
-    left untimed and the tasks of the tree (``all_slugs``) with no result yet."""
+    left untimed and the tasks of the tree (``all_slugs``, which also sets the suite's size)
+    with no result yet."""
     scores = {t.slug: score_task_result(t) for t in result.tasks}
     correct = [s for s in scores.values() if s.correct]
-    n = expected_tasks or len(result.tasks)
+    n = len(all_slugs) or len(result.tasks)
     speedups = [s.speedup for s in correct if s.speedup]
     vs_compile = [r for t in result.tasks if scores[t.slug].correct for r in [_compile_ratio(t)] if r]
     sols = [s.sol_fraction for s in correct if s.sol_fraction]

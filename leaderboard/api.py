@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,38 +26,29 @@ FILTERS = [
 
 
 MAX_PAGE = 1000
-PAGING = [
-    OpenApiParameter("limit", int, description=f"at most this many rows (1-{MAX_PAGE}); default: every row"),
-    OpenApiParameter("offset", int, description="skip this many rows first (default 0)"),
-]
 
 
-def _bound(request: Request, name: str, default: int | None, low: int, high: int | None) -> int | None:
-    """An optional integer query parameter within [low, high]; a clear 400 otherwise."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: f"must be an integer, not {raw[:40]!r}"}) from None
-    if value < low or (high is not None and value > high):
-        raise ValidationError({name: f"must be between {low} and {high}" if high is not None else f"must be >= {low}"})
-    return value
+class PageParams(serializers.Serializer):
+    """Optional paging of the board: without ``limit`` every row comes back."""
+
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, required=False,
+                                     help_text=f"at most this many rows (1-{MAX_PAGE}); default: every row")
+    offset = serializers.IntegerField(min_value=0, default=0, help_text="skip this many rows first")
 
 
 class LeaderboardView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=FILTERS + PAGING, responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(parameters=[*FILTERS, PageParams], responses={200: OpenApiTypes.OBJECT},
                    summary="Leaderboard rows of a hardware profile (published results and reference rows)")
     def get(self, request: Request) -> Response:
         """Every row by default (the board's order: reference rows first); ``limit``/``offset`` page
         through it, since at 10,000 published submissions the whole board is megabytes of JSON.
         ``count`` is always the total."""
         f = filters_from(request._request)
-        limit = _bound(request, "limit", None, 1, MAX_PAGE)
-        offset = _bound(request, "offset", 0, 0, None) or 0
+        paging = PageParams(data=request.query_params)
+        paging.is_valid(raise_exception=True)  # a 400 with the field's message, in the API's error body
+        limit, offset = paging.validated_data.get("limit"), paging.validated_data["offset"]
         rows = board_data(f)
         page = rows[offset:offset + limit] if limit is not None else rows[offset:]
         return Response({"hardware": f.hardware, "scope": f.scope, "penalty_speedup": FAILURE_PENALTY_SPEEDUP,

@@ -47,7 +47,7 @@ T0 = float(os.environ.get("E2E_START") or time.time())
 
 
 class StepFailed(Exception):
-    pass
+    """A step of the flow did not do what it must; the message says which and why."""
 
 
 class Log:

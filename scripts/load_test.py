@@ -30,6 +30,7 @@ Not part of CI. Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import datetime as dt
 import io
@@ -235,13 +236,11 @@ def measure(base: str, ep: Endpoint, token: str, concurrency: int, seconds: int,
 
 def machine() -> str:
     cpu = "unknown CPU"
-    try:
+    with contextlib.suppress(OSError):  # no /proc/cpuinfo (not Linux): the CPU stays unnamed
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    except OSError:
-        pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     pg = psql("SHOW server_version")
     wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()[0]

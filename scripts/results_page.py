@@ -46,8 +46,8 @@ def main() -> None:
     if args.title:
         text = text.replace(text.splitlines()[0], f"# {args.title}", 1)
     latency = frozenset(t.slug for t in tree.tasks if t.spec.roofline.bound == "latency")
-    text += "\n" + suite_report.summary(merged, dtypes, expected_tasks=len(tree.tasks), latency=latency,
-                                        all_slugs=tuple(t.slug for t in tree.tasks))
+    text += "\n" + suite_report.summary(merged, dtypes, all_slugs=tuple(t.slug for t in tree.tasks),
+                                        latency=latency)
     args.out.write_text(text, encoding="utf-8")
     if args.json:
         args.json.write_text(merged.model_dump_json(indent=1), encoding="utf-8")
