@@ -38,11 +38,18 @@ def allowed_call(p: Proc) -> bool:
     interpreter's bitness otherwise; libraries on the GPU image call it while importing, inside the
     worker, and the full-namespace sandbox on the H200 rejected a legitimate expert for it. Only
     that exact call of the system's ``file`` on a Python interpreter is let through: ``file`` with
-    any other argument (or a ``file`` the kernel brought) is still a started process.
+    any other argument (or a ``file`` the kernel brought) is still a started process. Likewise
+    ``platform.processor()`` runs ``uname -p`` (caught in a CI run, in a worker that only imported
+    the usual libraries): exactly that call of the system's ``uname`` is let through.
     """
     args = p.cmdline.split()
-    return (p.exe in {d + "file" for d in SYSTEM_DIRS} and len(args) == 3 and Path(args[0]).name == "file"
-            and args[1] == "-b" and Path(args[2]).name.startswith("python")
+    name = Path(p.exe).name
+    if name not in ("file", "uname") or p.exe not in {d + name for d in SYSTEM_DIRS} \
+            or not args or Path(args[0]).name != name:
+        return False
+    if name == "uname":
+        return args[1:] == ["-p"]
+    return (len(args) == 3 and args[1] == "-b" and Path(args[2]).name.startswith("python")
             and args[2].startswith("/") and not args[2].startswith(("/sandbox/", "/dev/shm/")))
 
 
@@ -55,7 +62,7 @@ class Proc:
     rss_bytes: int
 
 
-def _read(pid: int) -> Proc | None:
+def read(pid: int) -> Proc | None:
     base = Path("/proc") / str(pid)
     try:
         stat = (base / "stat").read_text()
@@ -79,7 +86,7 @@ def tree(root: int) -> list[Proc]:
     procs = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            p = _read(int(entry))
+            p = read(int(entry))
             if p is not None:
                 procs[p.pid] = p
     children: dict[int, list[int]] = {}
@@ -135,9 +142,11 @@ class SpawnWatch:
     def __init__(self) -> None:
         self._copies: set[int] = set()
 
-    def check(self, procs: list[Proc]) -> list[Proc]:
+    def check(self, procs: list[Proc], parents: list[Proc] = ()) -> list[Proc]:
+        """``parents``: processes not judged here that may be a process's parent (the judge, whose
+        own fork of a new worker is, until it execs, a child of the judge that is no worker)."""
         found = spawned(procs)
-        copies = forked_copies(procs)
+        copies = forked_copies([*procs, *parents])
         flagged = [p for p in found if p.pid not in copies or p.pid in self._copies]
         self._copies = {p.pid for p in found if p.pid in copies}
         return flagged

@@ -301,7 +301,8 @@ class WorkerProcess:
             self.violation = (errors.USER_HOST_OOM, f"the {self.cfg.label}'s processes used {used / 2**30:.1f} GiB "
                               f"of host memory, over the {cap / 2**30:.1f} GiB limit; killed")
         elif self.cfg.untrusted:
-            extra = self._spawns.check(procs)
+            me = procwatch.read(os.getpid())
+            extra = self._spawns.check(procs, parents=[me] if me is not None else [])
             if extra:
                 p = extra[0]
                 self.violation = (errors.USER_PROCESS, f"the {self.cfg.label} started a process ({p.exe or '?'}: "

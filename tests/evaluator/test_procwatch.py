@@ -92,3 +92,24 @@ def test_a_forked_copy_is_reported_only_when_it_lasts():
     assert watch.check([worker, copy]) == [copy]
     assert watch.check([worker, other_copy]) == []
     assert watch.check([worker, sleeper]) == [sleeper]  # anything else: at once
+
+
+def test_uname_p_is_the_only_uname_let_through():
+    """``platform.processor()`` runs ``uname -p``; any other ``uname``, or one from elsewhere, is not."""
+    ok = Proc(20, 10, "/usr/bin/uname", "uname -p", 1)
+    assert procwatch.allowed_call(ok)
+    for bad in (Proc(21, 10, "/usr/bin/uname", "uname -a", 1), Proc(22, 10, "/sandbox/work/uname", "uname -p", 1),
+                Proc(23, 10, "/usr/bin/uname", "uname -p -a", 1)):
+        assert not procwatch.allowed_call(bad), bad
+
+
+def test_the_judges_own_fork_of_a_worker_is_not_an_orphan_on_first_sight():
+    """The judge forks to start a worker; until the exec, that child is a copy of the judge and is
+    collected with the re-parented orphans. Given the judge as a possible parent, it is forgiven
+    once, and reported if it is still a copy on the next look."""
+    judge = Proc(5, 1, "/usr/bin/python3", "python3 -m evaluator.child", 1)
+    forking = Proc(6, 5, "/usr/bin/python3", "python3 -m evaluator.child", 1)
+    watch = procwatch.SpawnWatch()
+    assert watch.check([WORKER, forking], parents=[judge]) == []
+    assert watch.check([WORKER, forking], parents=[judge]) == [forking]
+    assert procwatch.SpawnWatch().check([WORKER, forking]) == [forking]  # without the judge: at once
