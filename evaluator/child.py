@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict
 
 from evaluator import ENGINE_VERSION, errors
+from evaluator.hardware import set_sol
 from evaluator.result import ChildReport, Finding, Fingerprint, TaskResult, WorkloadResult
 
 
@@ -293,18 +294,12 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
             timings, reason, wfind, untimed = judge.time_workload(w, seeds[task.spec.trials:], cfg, timed, progress)
             wr.untimed = untimed
             base = timings["baseline"].median_ms
-            sol_s = profile.sol_seconds(flops, nbytes, task.compute_dtype(w.params)) if not job.interpret else None
             wr.timings = timings
             wr.stop_reason = reason
             wr.findings = wfind
             wr.speedup = {p: base / t.median_ms for p, t in timings.items() if t.median_ms > 0}
-            if sol_s is not None:
-                wr.sol_ms = sol_s * 1e3
-                wr.sol_fraction = {p: wr.sol_ms / t.median_ms for p, t in timings.items() if t.median_ms > 0}
-                for p, frac in wr.sol_fraction.items():
-                    if frac > 1.0:
-                        wr.findings.append(f"{p} ran faster than the speed of light ({frac:.2f}x SOL): "
-                                           "impossible, so not a score")
+            if not job.interpret:
+                set_sol(wr, profile, task.compute_dtype(w.params))
         all_ok &= ok
         results.append(wr)
     return results, all_ok

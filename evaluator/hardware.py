@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from evaluator.result import HardwareProfileRecord
+from evaluator.result import HardwareProfileRecord, WorkloadResult
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,13 @@ class HardwareProfile:
         peak = self.peak_flops(dtype)
         t_math = flops / peak if peak else 0.0
         return max(t_mem, t_math)
+
+    @classmethod
+    def from_record(cls, rec: HardwareProfileRecord) -> HardwareProfile:
+        """The profile a stored result was measured against (its ceilings, not today's)."""
+        return cls(name=rec.name, gpu_match=rec.gpu_match, memory_bandwidth_gbs=rec.memory_bandwidth_gbs,
+                   peak_tflops=dict(rec.peak_tflops), l2_flush_bytes=rec.l2_flush_bytes, timing=rec.timing,
+                   provenance=rec.provenance)
 
     def record(self) -> HardwareProfileRecord:
         return HardwareProfileRecord(
@@ -109,3 +116,26 @@ def detect(gpu_name: str | None) -> HardwareProfile:
                     return calibrated(profile, ceilings)
             return profile
     raise UnknownHardware(f"no hardware profile matches GPU {gpu_name!r}; add one to evaluator/hardware.py")
+
+
+SOL_BREACH = "ran faster than the speed of light"
+
+
+def set_sol(wr: WorkloadResult, profile: HardwareProfile, dtype: str) -> None:
+    """Fill a timed workload's ``sol_ms`` and per-provider ``sol_fraction`` from its flops and bytes.
+
+    The one place SOL fractions are made: the judge calls it on a fresh result, and the results
+    page calls it again after a task's roofline formula was corrected, so an old measurement is
+    re-expressed against today's formula without re-timing. A fraction above 1 is impossible and
+    becomes a finding; findings of an earlier call are replaced, never duplicated.
+    """
+    wr.findings = [f for f in wr.findings if SOL_BREACH not in f]
+    sol_s = profile.sol_seconds(wr.flops, wr.bytes, dtype)
+    if sol_s is None:
+        wr.sol_ms, wr.sol_fraction = None, {}
+        return
+    wr.sol_ms = sol_s * 1e3
+    wr.sol_fraction = {p: wr.sol_ms / t.median_ms for p, t in wr.timings.items() if t.median_ms > 0}
+    for p, frac in wr.sol_fraction.items():
+        if frac > 1.0:
+            wr.findings.append(f"{p} {SOL_BREACH} ({frac:.2f}x SOL): impossible, so not a score")

@@ -67,3 +67,44 @@ def test_the_results_page_shows_peak_memory_where_it_was_measured() -> None:
     page = report.markdown(run, "cmd")
     assert "Peak device memory above the inputs" in page
     assert f"| {run.tasks[0].slug} | {w.name} | 512.0 |" in page and "| 24.5 |" in page
+
+
+def _results_page():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("results_page", REPO_ROOT / "scripts/results_page.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_set_sol_replaces_its_own_findings_and_flags_a_breach() -> None:
+    from evaluator.hardware import HardwareProfile, set_sol
+
+    run = _run()
+    w = run.tasks[0].workloads[0]
+    profile = HardwareProfile.from_record(run.hardware)
+    w.findings = ["an unrelated finding"]
+    w.flops, w.bytes = w.flops, w.bytes * 10  # SOL ten times longer: every provider "beats" it
+    set_sol(w, profile, "bf16")
+    breaches = [f for f in w.findings if "faster than the speed of light" in f]
+    assert len(breaches) == len(w.timings) and "an unrelated finding" in w.findings
+    w.bytes /= 10
+    set_sol(w, profile, "bf16")
+    assert w.findings == ["an unrelated finding"]
+    assert all(0 < f <= 1 for f in w.sol_fraction.values())
+
+
+def test_reroof_recomputes_sol_with_todays_formula_and_leaves_times_alone() -> None:
+    """The committed muon run was measured with the reference-FLOP formula (SOL up to 242%)."""
+    run = RunResult.model_validate(json.loads(
+        (REPO_ROOT / "docs/results/h200-runs/bench-muon-newton-schulz.json").read_text()))
+    before = {w.name: (dict(w.sol_fraction), w.timings["candidate"].median_ms) for w in run.tasks[0].workloads}
+    assert max(f for f, _ in before.values() for f in f.values()) > 2.0
+    changed = _results_page().reroof(run, load_tasks())
+    assert len(changed) == 4 and changed[1].startswith("muon-newton-schulz W2: candidate SOL 241.6%")
+    for w in run.tasks[0].workloads:
+        assert w.timings["candidate"].median_ms == before[w.name][1]
+        assert 0 < w.sol_fraction["candidate"] < 1
+        assert not any("speed of light" in f for f in w.findings)
+    assert _results_page().reroof(run, load_tasks()) == []  # already current: nothing to redo
