@@ -12,9 +12,28 @@ BN divides 128, so a tile's columns share one weight scale block; the ragged las
 is handled by wrapping the row indices on load and masking the store. Tiles are launched in
 super-groups of GROUP_M row-tiles so consecutive programs share B tiles in L2.
 
-Decode-sized M (a weight-streaming problem) uses split-K: the K blocks are divided among
+Decode-sized M (M <= 64, a weight-streaming problem) uses split-K: the K blocks are divided among
 SPLIT programs per tile so all SMs stream disjoint weight slices; each writes an fp32 partial
 tile and a small second kernel sums the partials in a fixed order (deterministic) and rounds.
+- Split rule (``_split_for``): SPLIT is the largest divisor of the K-block count with
+  tiles * SPLIT <= a program budget of waves * 132 SMs and at least 8 K blocks (1,024 of K) per
+  split. Split boundaries are whole 128-wide scale blocks, so the scales stay applied inside the
+  K loop and the partials are already scaled. A grid that fills the budget on its own (tiles >
+  budget / 2) gets SPLIT = 1 and stores C directly: the path only engages when the tile grid is
+  too small for the GPU (DeepSeek-V3 o_proj at M = 64: 112 tiles of 64 x 64 against 132 SMs).
+  The budget is capped because each split adds M * N * 4 bytes of partials to write and read
+  back (1.8 MB per split at M = 64, N = 7168, against a 117 MB weight).
+- Decode tiles are a few (BN, warps, stages, waves) candidates, timed once per shape on the first
+  call (whole GEMM + reduce, ``triton.testing.do_bench``) and the fastest kept: the 64 x 64 tile
+  and split the path started with, the same tile at half the split (half the partials), and
+  64 x 128 tiles, which halve the L2 traffic of the re-read activation (a program re-reads A's
+  whole K slice: A bytes / B bytes = BM / BN), at one and two resident waves. A different pick
+  changes only the fp32 summation order of the partials, never which products are summed.
+- The decode kernel loads the next K block's scales one iteration ahead: a scale load issued in
+  the iteration that uses it leaves only that block's MMA to hide an L2 round trip (Triton's
+  pipeliner only pipelines dot operands), and the next cp.async issue waits behind it. The
+  large-M path keeps loading them in place (PREFETCH_SCALES=False; its sm_90 code is unchanged
+  by the flag up to register names).
 """
 
 from __future__ import annotations
@@ -33,6 +52,7 @@ def _fp8_block_gemm_kernel(
     M, N, K, m_pad, n_kb,
     stride_am, stride_bn, stride_cs, stride_cm,
     KB_PER_SPLIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+    PREFETCH_SCALES: tl.constexpr = False,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -58,17 +78,28 @@ def _fp8_block_gemm_kernel(
     bs_ptrs = bs_ptr + ((pid_n * BN) // 128) * n_kb + kb0
 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(0, KB_PER_SPLIT):
-        a = tl.load(a_ptrs)
-        b = tl.load(b_ptrs)
+    if PREFETCH_SCALES:
         a_s = tl.load(as_ptrs)
         b_s = tl.load(bs_ptrs)
-        part = tl.dot(a, b, out_dtype=tl.float32)
-        acc += part * (a_s * b_s)[:, None]
+    for i in range(0, KB_PER_SPLIT):
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
+        if PREFETCH_SCALES:
+            scale = a_s * b_s  # this block's, loaded one iteration ago
+        else:
+            a_s = tl.load(as_ptrs)
+            b_s = tl.load(bs_ptrs)
+            scale = a_s * b_s
         a_ptrs += BK
         b_ptrs += BK
         as_ptrs += m_pad
         bs_ptrs += 1
+        if PREFETCH_SCALES:  # the next block's scales fly during this block's MMA (none past the split)
+            more = i + 1 < KB_PER_SPLIT
+            a_s = tl.load(as_ptrs, mask=more, other=0.0)
+            b_s = tl.load(bs_ptrs, mask=more, other=0.0)
+        part = tl.dot(a, b, out_dtype=tl.float32)
+        acc += part * scale[:, None]
 
     c_ptrs = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -94,18 +125,61 @@ _BIG_CONFIGS = [
     triton.Config({"BM": 128, "BN": 128, "GROUP_M": 8}, num_warps=8, num_stages=3),
 ]
 _fp8_block_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_fp8_block_gemm_kernel)
-#: Decode M (weight streaming): small tiles and split-K, (BM, BN, warps, stages).
-_SMALL_M = (64, 64, 4, 5)
+#: Decode M (weight streaming) candidates, (BN, warps, stages, waves): BM is 64 (the smallest
+#: wgmma tile; M <= 64 here), BN divides 128 (one weight scale per tile), and ``waves`` is the
+#: program budget of ``_split_for`` in units of 132 SMs. Both tiles leave two programs resident
+#: per SM (80 KB of shared memory for 64 x 64 in five stages, 96 KB for 64 x 128 in four), so a
+#: budget of 2 is one resident wave and 4 two. The first is the tile and split the path started
+#: with (four splits of 112 tiles at DeepSeek-V3's o_proj, M = 64).
+_DECODE = (
+    (64, 4, 5, 4),
+    (64, 4, 5, 2),
+    (128, 4, 4, 2),
+    (128, 4, 4, 4),
+)
+_BM_DECODE = 64
 _NUM_SMS = 132
+#: (M, N, K, out dtype, device) -> the fastest decode candidate, timed on the first call.
+_DECODE_PICK: dict[tuple, tuple[int, int, int, int]] = {}
 
 
-def _split_for(M: int, N: int, n_kb: int, bm: int, bn: int) -> int:
-    """Power-of-two split of the K blocks until there are enough programs to fill every SM."""
+def _split_for(tiles: int, n_kb: int, budget: int, min_kb: int = 8) -> int:
+    """K split for ``tiles`` output tiles over ``n_kb`` 128-wide K blocks: the largest divisor of
+    ``n_kb`` with ``tiles * split <= budget`` programs and at least ``min_kb`` blocks per split.
+
+    1 when the tile grid alone fills half the budget or more (no split-K: nothing to gain, and
+    partials to write). A divisor keeps every split whole scale blocks of one length (one compiled
+    loop); the floor keeps the launch to at most the budget, so no straggler wave of a few
+    programs follows a full one.
+    """
+    best = 1
+    for split in range(2, n_kb // min_kb + 1):
+        if n_kb % split == 0 and tiles * split <= budget:
+            best = split
+    return best
+
+
+def _decode(A, A_s, B, B_s, C, M, N, K, m_pad, n_kb, cand, on_cpu):
+    """The decode path with one candidate: split-K GEMM into fp32 partials, then the ordered reduce."""
+    bn, warps, stages, waves = cand
+    bm = _BM_DECODE if not on_cpu else (16 if M <= 16 else 32)
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    split = 1
-    while tiles * split < 2 * _NUM_SMS and n_kb % (2 * split) == 0 and n_kb // (2 * split) >= 8:
-        split *= 2
-    return split
+    # The interpreter runs the same rule on a pretend 4-SM GPU, so the smoke workloads split too.
+    split = _split_for(tiles, n_kb, waves * (4 if on_cpu else _NUM_SMS), min_kb=2 if on_cpu else 8)
+    kb_per_split = n_kb // split
+    target = C if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=A.device)
+    stride_cs = 0 if split == 1 else M * N
+    grid = (tiles, split)
+    _fp8_block_gemm_kernel[grid](
+        A, B, A_s, B_s, target, M, N, K, m_pad, n_kb,
+        A.stride(0), B.stride(0), stride_cs, N,
+        KB_PER_SPLIT=kb_per_split, BM=bm, BN=bn, BK=BLOCK, GROUP_M=8, PREFETCH_SCALES=True,
+        num_warps=warps, num_stages=stages,
+    )
+    if split > 1:
+        block_e = 1024
+        _splitk_reduce_kernel[(triton.cdiv(M * N, block_e),)](target, C, M * N, SPLIT=split, BLOCK_E=block_e)
+    return C
 
 
 def fp8_blockwise_gemm(A: torch.Tensor, A_s: torch.Tensor, B: torch.Tensor, B_s: torch.Tensor,
@@ -130,22 +204,16 @@ def fp8_blockwise_gemm(A: torch.Tensor, A_s: torch.Tensor, B: torch.Tensor, B_s:
             KB_PER_SPLIT=n_kb, BK=BLOCK,
         )
         return C
-    if on_cpu:  # interpreter: small tiles, split-K exercised when there are enough K blocks
-        bm, bn, warps, stages = (16 if M <= 16 else 32), 32, 4, 1
-        split = 2 if n_kb % 2 == 0 and n_kb >= 4 else 1
-    else:
-        bm, bn, warps, stages = _SMALL_M
-        split = _split_for(M, N, n_kb, bm, bn)
-    kb_per_split = n_kb // split
-    target = C if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=A.device)
-    stride_cs = 0 if split == 1 else M * N
-    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
-    _fp8_block_gemm_kernel[grid](
-        A, B, A_s, B_s, target, M, N, K, m_pad, n_kb,
-        A.stride(0), B.stride(0), stride_cs, N,
-        KB_PER_SPLIT=kb_per_split, BM=bm, BN=bn, BK=BLOCK, GROUP_M=8, num_warps=warps, num_stages=stages,
-    )
-    if split > 1:
-        block_e = 1024
-        _splitk_reduce_kernel[(triton.cdiv(M * N, block_e),)](target, C, M * N, SPLIT=split, BLOCK_E=block_e)
-    return C
+    args = (A, A_s, B, B_s, C, M, N, K, m_pad, n_kb)
+    if on_cpu:  # interpreter: small tiles (32 wide), split-K whenever the smoke shape allows it
+        return _decode(*args, (32, 4, 1, 4), on_cpu=True)
+    key = (M, N, K, out_dtype, A.device)
+    if key not in _DECODE_PICK:
+        from triton.testing import do_bench
+
+        times = {}
+        for cand in _DECODE:
+            _decode(*args, cand, on_cpu=False)  # compile outside the timing
+            times[cand] = do_bench(lambda c=cand: _decode(*args, c, on_cpu=False), warmup=5, rep=30)
+        _DECODE_PICK[key] = min(_DECODE, key=times.__getitem__)
+    return _decode(*args, _DECODE_PICK[key], on_cpu=False)

@@ -7,10 +7,25 @@ tile's BM activation scales and BN channel scales (and bias) once, converts the 
 fp32, applies the rank-1 scaling and the bias and rounds once to the output dtype: no operand is
 ever dequantized and the output is written exactly once.
 
-Tiles are launched in super-groups of GROUP_M row-tiles for L2 reuse of B. Decode-sized M is a
-weight-streaming problem: the K range is split among SPLIT programs per tile so every SM streams
-a disjoint slice of the weight; the int32 partials are summed exactly (order-free) by a small
-second kernel that also runs the scale/bias epilogue.
+Tiles are launched in super-groups of GROUP_M row-tiles for L2 reuse of B. Decode-sized M (M <= 256)
+is a weight-streaming problem: the K range is split among SPLIT programs per tile so every SM
+streams a disjoint slice of the weight; the int32 partials are summed exactly (order-free) by a
+small second kernel that also runs the scale/bias epilogue.
+- Exactness: each split's int32 partial is exact and so is their int32 sum (|acc| <= K * 127^2
+  stays below 2^31 up to K = 133,000), so the reduce applies the epilogue to the very integer
+  the unsplit kernel holds, with the same fp32 formula: split-K adds no rounding, whatever SPLIT
+  and tile the wrapper picks. Scaling each split in fp32 before summing would add one rounding
+  per split for nothing.
+- Split rule (``_split_for``): SPLIT is the largest divisor of the K-tile count with tiles * SPLIT
+  <= a program budget of waves * 132 SMs and at least 8 K tiles per split. A grid that fills the
+  budget alone (tiles > budget / 2) keeps SPLIT = 1 and the fused epilogue, so split-K only
+  engages when the tile grid is too small for the GPU (Llama-3-70B down_proj at M = 128: 128 tiles
+  of 128 x 64). The budget caps the partials, M * N * 4 bytes per split written and read back.
+- Decode tiles are a few (BN, BK, warps, stages, waves) candidates, timed once per shape on the
+  first call (whole GEMM + epilogue, ``triton.testing.do_bench``) and the fastest kept: the
+  128 x 64 tile at four programs per SM that the path started with; 128 and 256 wide tiles, which
+  cut the L2 traffic of the re-read activation (A bytes / B bytes = BM / BN per program); and
+  256-byte K steps, which read twice as long a run of each weight row per request.
 """
 
 from __future__ import annotations
@@ -104,16 +119,67 @@ _BIG_CONFIGS = [
 ]
 _int8_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K"])(_int8_gemm_kernel)
 _BK = 128
+#: Decode (M <= 256) candidates, (BN, BK, warps, stages, waves): BM is 64 for M <= 64, else 128, and
+#: ``waves`` is the program budget of ``_split_for`` in units of 132 SMs. Shared memory per
+#: program at BM = 128: 120 KB, 96 KB, 144 KB and 192 KB (one resident program per SM, two for the
+#: second). The first is the tile the path started with.
+_DECODE = (
+    (64, 128, 4, 5, 4),
+    (128, 128, 8, 3, 2),
+    (256, 128, 8, 3, 1),
+    (128, 256, 8, 3, 1),
+)
+#: (M, N, K, has bias, out dtype, device) -> the fastest decode candidate, timed on the first call.
+_DECODE_PICK: dict[tuple, tuple[int, int, int, int, int]] = {}
 
 
-def _split_for(M: int, N: int, K: int, bm: int, bn: int, bk: int) -> int:
-    """Power-of-two split of K until there are enough programs to fill every SM."""
+def _split_for(tiles: int, k_iters: int, budget: int, min_iters: int = 8) -> int:
+    """K split for ``tiles`` output tiles over ``k_iters`` K tiles: the largest divisor of
+    ``k_iters`` with ``tiles * split <= budget`` programs and at least ``min_iters`` K tiles each.
+
+    1 when the tile grid alone fills half the budget or more (no split-K, fused epilogue). A
+    divisor gives every split the same whole K tiles (one compiled loop; only the last split can
+    hold K's ragged tail); the floor keeps the launch to at most the budget, so no straggler wave
+    of a few programs follows a full one.
+    """
+    best = 1
+    for split in range(2, k_iters // min_iters + 1):
+        if k_iters % split == 0 and tiles * split <= budget:
+            best = split
+    return best
+
+
+def _decode(A, a_s, B, b_s, bias_arg, C, has_bias, cand, on_cpu):
+    """The decode path with one candidate: split-K int32 partials and the epilogue kernel, or (when
+    the tile grid fills the GPU) one fused launch."""
+    M, K = A.shape
+    N = B.shape[0]
+    bn, bk, warps, stages, waves = cand
+    bm = (16 if M <= 16 else 32) if on_cpu else (64 if M <= 64 else 128)
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    k_iters = triton.cdiv(K, bk)
-    split = 1
-    while tiles * split < 2 * _NUM_SMS and k_iters % (2 * split) == 0 and k_iters // (2 * split) >= 8:
-        split *= 2
-    return split
+    # The interpreter runs the same rule on a pretend 4-SM GPU, so the smoke workloads split too.
+    split = _split_for(tiles, triton.cdiv(K, bk), waves * (4 if on_cpu else _NUM_SMS), 2 if on_cpu else 8)
+    k_iters = triton.cdiv(triton.cdiv(K, bk), split)
+    even_k = K % (bk * split) == 0
+    grid = (tiles, split)
+    if split == 1:
+        _int8_gemm_kernel[grid](
+            A, B, a_s, b_s, bias_arg, C, M, N, K, A.stride(0), B.stride(0), 0, N,
+            K_ITERS=k_iters, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=even_k, EPILOGUE=True,
+            HAS_BIAS=has_bias, num_warps=warps, num_stages=stages,
+        )
+        return C
+    partial = torch.empty(split, M, N, dtype=torch.int32, device=A.device)
+    _int8_gemm_kernel[grid](
+        A, B, a_s, b_s, bias_arg, partial, M, N, K, A.stride(0), B.stride(0), M * N, N,
+        K_ITERS=k_iters, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=even_k, EPILOGUE=False,
+        HAS_BIAS=has_bias, num_warps=warps, num_stages=stages,
+    )
+    block_e = 1024
+    _splitk_epilogue_kernel[(triton.cdiv(M * N, block_e),)](
+        partial, a_s, b_s, bias_arg, C, M, N, SPLIT=split, HAS_BIAS=has_bias, BLOCK_E=block_e,
+    )
+    return C
 
 
 def int8_scaled_mm(A: torch.Tensor, a_s: torch.Tensor, B: torch.Tensor, b_s: torch.Tensor,
@@ -138,30 +204,16 @@ def int8_scaled_mm(A: torch.Tensor, a_s: torch.Tensor, B: torch.Tensor, b_s: tor
             K_ITERS=triton.cdiv(K, _BK), BK=_BK, EVEN_K=K % _BK == 0, EPILOGUE=True, HAS_BIAS=has_bias,
         )
         return C
-    if on_cpu:
-        bm, bn, bk, warps, stages = (16 if M <= 16 else 32), 32, 32, 4, 1
-        split = 4 if K >= 1024 else 1
-    else:
-        bm, bn, bk, warps, stages = (64 if M <= 64 else 128), 64, _BK, 4, 5
-        split = _split_for(M, N, K, bm, bn, bk)
-    k_iters = triton.cdiv(triton.cdiv(K, bk), split)
-    even_k = K % (bk * split) == 0
-    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
-    if split == 1:
-        _int8_gemm_kernel[grid](
-            A, B, a_s, b_s, bias_arg, C, M, N, K, A.stride(0), B.stride(0), 0, N,
-            K_ITERS=k_iters, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=even_k, EPILOGUE=True,
-            HAS_BIAS=has_bias, num_warps=warps, num_stages=stages,
-        )
-        return C
-    partial = torch.empty(split, M, N, dtype=torch.int32, device=A.device)
-    _int8_gemm_kernel[grid](
-        A, B, a_s, b_s, bias_arg, partial, M, N, K, A.stride(0), B.stride(0), M * N, N,
-        K_ITERS=k_iters, BM=bm, BN=bn, BK=bk, GROUP_M=8, EVEN_K=even_k, EPILOGUE=False,
-        HAS_BIAS=has_bias, num_warps=warps, num_stages=stages,
-    )
-    block_e = 1024
-    _splitk_epilogue_kernel[(triton.cdiv(M * N, block_e),)](
-        partial, a_s, b_s, bias_arg, C, M, N, SPLIT=split, HAS_BIAS=has_bias, BLOCK_E=block_e,
-    )
-    return C
+    args = (A, a_s, B, b_s, bias_arg, C, has_bias)
+    if on_cpu:  # interpreter: small tiles (32 x 32 x 32), split-K whenever the smoke shape allows it
+        return _decode(*args, (32, 32, 4, 1, 4), on_cpu=True)
+    key = (M, N, K, has_bias, out_dtype, A.device)
+    if key not in _DECODE_PICK:
+        from triton.testing import do_bench
+
+        times = {}
+        for cand in _DECODE:
+            _decode(*args, cand, on_cpu=False)  # compile outside the timing
+            times[cand] = do_bench(lambda c=cand: _decode(*args, c, on_cpu=False), warmup=5, rep=30)
+        _DECODE_PICK[key] = min(_DECODE, key=times.__getitem__)
+    return _decode(*args, _DECODE_PICK[key], on_cpu=False)
