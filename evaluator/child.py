@@ -105,19 +105,20 @@ class Reporter:
         self.stream.flush()
 
 
-def _arena_bytes(task: Any, workloads: list[Any], sets: int) -> int:
-    """Room for ``sets`` copies of the largest workload's inputs and outputs, plus alignment."""
-    from evaluator.shm import ALIGN
+def _arena_bytes(task: Any, workloads: list[Any], sets: int, pool_bytes: int = 0) -> int:
+    """Room for the timing sets of the largest workload's inputs and outputs, plus alignment: up to
+    ``sets`` copies, as many as :func:`evaluator.shm.rotation_sets` keeps for ``pool_bytes``."""
+    from evaluator.shm import rotation_sets, set_bytes
 
     need = 0
     for w in workloads:
-        sizes = task.nbytes(w.params)
-        need = max(need, sum(sizes.values()) + ALIGN * (len(sizes) + 1))
-    return need * sets + (1 << 20)
+        one = set_bytes(task.nbytes(w.params))
+        need = max(need, one * (rotation_sets(sets, one, pool_bytes) if pool_bytes else sets))
+    return need + (1 << 20)
 
 
 def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: Any, size: int,
-            deadline: float, untrusted: bool, flush_bytes: int, arena: Any = None) -> Any:
+            deadline: float, untrusted: bool, flush_bytes: int, arena: Any = None, ours: bool = False) -> Any:
     from evaluator.protocol import OutputSpec
     from evaluator.workerproc import WorkerConfig, WorkerProcess
 
@@ -128,6 +129,7 @@ def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: 
     cfg = WorkerConfig(label=label, providers=providers, device=device if isinstance(device, str) else device.type,
                        interpret=job.interpret,
                        sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes, deadline=deadline,
+                       ours=ours,
                        outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
                        inputs=[a.name for a in task.spec.inputs])
     return WorkerProcess(cfg, arena)
@@ -190,11 +192,12 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
     deadline = (started if started is not None else time.monotonic()) + job.timeout_s
     flush = cfg.flush_bytes if device.type == "cuda" else 0
     if timing and device.type == "cuda":
-        # Up to three workers hold an arena each; keep them all within half the free memory.
+        # Up to three arenas (the candidate's, the trusted workers', the expert's); keep them all
+        # within half the free memory.
         free, _ = torch.cuda.mem_get_info(device)
-        if _arena_bytes(task, workloads, cfg.sets) * 3 > free // 2:
+        if _arena_bytes(task, workloads, cfg.sets, cfg.pool_bytes) * 3 > free // 2:
             cfg.sets = 1
-    size = _arena_bytes(task, workloads, cfg.sets if timing else 1)
+    size = _arena_bytes(task, workloads, cfg.sets, cfg.pool_bytes) if timing else _arena_bytes(task, workloads, 1)
     if early is not None:
         from evaluator.arena import map_host
 
@@ -233,6 +236,9 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
         cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH)
         return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000],
                           verdict="rejected-cheat" if cheat else "unjudged", findings=findings, **_tails(workers))
+    except errors.EvaluatorError as exc:  # ours: a trusted provider failed (judge.Judge.provider_failed)
+        return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=str(exc)[:4000],
+                          findings=findings, **_tails(workers))
     finally:
         for w in workers:
             w.close()
@@ -276,14 +282,14 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
         seeds = job.seeds[w.name]
         reporter.send(ChildReport(type="progress", workload=w.name, phase="correctness", done=i, total=len(workloads)))
         trials = [judge.run_trial(w, t, seeds[t]) for t in range(task.spec.trials)]
+        judge.release({"candidate": judge.candidate}, w.name)
         ok = all(t.passed for t in trials)
         flops, nbytes = task.roofline(w.params)
         wr = WorkloadResult(name=w.name, smoke=job.smoke, model=w.model, params=dict(w.params), flops=flops,
                             bytes=nbytes, correct=ok, trials=trials)
         if ok and timing:
             if not timed:
-                for worker in {id(t): t for t in timing_workers.values()}.values():
-                    worker.wait_ready()
+                judge.ready(timing_workers, w.name)
                 timed = {**timing_workers, "candidate": judge.candidate}
                 if "self" in job.compare:
                     timed["candidate-again"] = judge.candidate
@@ -292,6 +298,7 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
                 reporter.send(ChildReport(type="progress", workload=_w, phase=phase, done=_i, total=len(workloads)))
 
             timings, reason, wfind, untimed = judge.time_workload(w, seeds[task.spec.trials:], cfg, timed, progress)
+            judge.release(timed, w.name)
             wr.untimed = untimed
             base = timings["baseline"].median_ms
             wr.timings = timings
@@ -307,24 +314,33 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
 
 def _launch_timing_workers(job: Job, task: Any, device: Any, size: int, deadline: float,
                            flush: int) -> dict[str, Any]:
-    """Provider name -> launched worker (not yet ready): the trusted worker (baseline, compile)
-    and the expert's."""
+    """Provider name -> launched worker (not yet ready): the trusted worker (the baseline),
+    torch.compile's when asked for, and the expert's; all run only our code (``ours``).
+
+    torch.compile, an optional provider (judge.OPTIONAL_PROVIDERS), has a worker of its own, so
+    that a compilation that hangs can be killed (and a crash of Inductor can die) without taking
+    the baseline with it. It shares the trusted worker's arena: both are ours, and the judge
+    calls one provider at a time.
+    """
     from evaluator.protocol import ProviderSpec
 
     entry = task.spec.entry_point
-    trusted = {"baseline": ProviderSpec(path=str(task.baseline_path), entry=entry)}
-    if "compile" in job.compare:
-        trusted["compile"] = ProviderSpec(path=str(task.baseline_path), entry=entry, compile=True)
-    tw = _worker("trusted", trusted, task, job, device, size, deadline, False, flush)
+    tw = _worker("trusted", {"baseline": ProviderSpec(path=str(task.baseline_path), entry=entry)}, task, job, device,
+                 size, deadline, False, flush, ours=True)
     tw.launch()
-    timed = {name: tw for name in trusted}
+    timed = {"baseline": tw}
+    if "compile" in job.compare:
+        cw = _worker("compile", {"compile": ProviderSpec(path=str(task.baseline_path), entry=entry, compile=True)},
+                     task, job, device, size, deadline, False, flush, arena=tw.arena, ours=True)
+        cw.launch()
+        timed["compile"] = cw
     if "expert" in job.compare or not job.interpret:
         # Timed on every GPU bench, asked for or not: it runs in a worker set up exactly like the
         # candidate's, so its round-trip overhead is the floor the candidate's is compared with
         # (judge._residual_floor), and the result shows the expert's time from the same run.
         # The expert kernel is handed in as one file: its folder (references/) stays hidden.
         ew = _worker("expert", {"expert": ProviderSpec(path=str(task.expert_path), entry=entry)}, task, job, device,
-                     size, deadline, True, flush)
+                     size, deadline, True, flush, ours=True)
         ew.launch()
         timed["expert"] = ew
     return timed

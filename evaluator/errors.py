@@ -51,3 +51,6 @@ INFRA_ERROR = "eval:infra:error"  # the engine itself failed
 INFRA_PROTOCOL = "eval:infra:protocol"  # the child's report did not validate
 INFRA_TASK = "eval:infra:task-invalid"  # the task files failed validation
 INFRA_SANDBOX = "eval:infra:sandbox-unavailable"  # the sandbox is required and bubblewrap does not work here
+# A trusted provider (the baseline, the expert) raised, ran out of memory, hung or died: our code, never
+# the submission's fault (an optional one, torch.compile, is left untimed instead: evaluator.judge).
+INFRA_TRUSTED = "eval:infra:trusted-provider"

@@ -13,11 +13,13 @@ unwritten elements). Timing only follows a correct workload.
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -27,6 +29,7 @@ from evaluator.aten_record import LAUNCHER_OPS
 from evaluator.inputs import TORCH_DTYPES, Inputs, clone_inputs, make_inputs, upcast
 from evaluator.protocol import Call, Done, TensorRef
 from evaluator.result import Timing, TrialResult, Worst
+from evaluator.shm import rotation_sets, set_bytes
 from evaluator.workerproc import WorkerFailure, WorkerProcess
 from tasks.registry import Task
 from tasks.spec import Workload
@@ -35,10 +38,14 @@ Fn = Callable[..., Any]
 MAX_RATIO = 1e9  # error ratios are capped so results stay valid JSON (no inf)
 
 
-#: Trusted providers that are comparisons, not the measurement: torch.compile cannot compile
-#: every eager baseline (in-place writes through views of another dtype, say). When it fails that
-#: is a fact about torch.compile, recorded in ``untimed``, and the other providers are still timed.
-OPTIONAL_PROVIDERS = frozenset({"compile"})
+#: Trusted providers that are comparisons, not the measurement (name -> what it is). torch.compile
+#: cannot compile every eager baseline (in-place writes through views of another dtype, say), and
+#: compiling one whose Python loops unroll into a huge graph can outlast any sensible limit. When
+#: one fails in any way (an exception, out of memory, a call past ``TimingConfig.optional_call_s``,
+#: its worker's death) that is a fact about it, recorded in ``untimed``, and the other providers
+#: are still timed: :meth:`Judge.provider_failed` is the rule. Each runs in a worker of its own
+#: (evaluator.child), so that stopping it never stops the baseline.
+OPTIONAL_PROVIDERS: Mapping[str, str] = MappingProxyType({"compile": "torch.compile of the baseline"})
 
 
 @dataclass
@@ -56,7 +63,13 @@ class TimingConfig:
     warmup: int = 3
     check_probability: float = 0.1  # chance that a timed candidate call is also compared
     max_checks: int = 24  # checked timed calls per provider and workload, at most
-    sets: int = 2  # input slots per provider, alternated (every call gets fresh values anyway)
+    sets: int = 2  # input sets per provider, alternated, at most (every call gets fresh values anyway)
+    # A workload keeps the fewest sets (at least one) whose bytes reach this, more than the L2 holds
+    # (shm.rotation_sets): two copies of gigabytes of inputs in every worker's arena buy nothing.
+    pool_bytes: int = 128 * 2**20
+    # The longest one call of an optional provider may take, its compilation included (and never
+    # more than half of what is left of the task's time); past it the provider is left untimed.
+    optional_call_s: float = 180.0
     flush_bytes: int = 256 * 2**20  # written before every timed call to empty the L2
     judge_flush: bool = True  # the judge flushes too, so a worker that skips its flush gains nothing
     fresh_inputs: bool = True  # new secret values for every call (False: each set keeps its first values)
@@ -98,17 +111,37 @@ def compute_ops(ops: set[str]) -> set[str]:
     return {op for op in ops if op.removeprefix("aten::") not in LAUNCHER_OPS}
 
 
-def failed_call(done: Done, who: str) -> tuple[str, str]:
-    """(rule, message) for a call the worker could not complete. A sticky CUDA error (an illegal
-    address) leaves the worker's context unusable, so it ends the task at once."""
+def call_failure(done: Done) -> tuple[str, str, bool]:
+    """(rule, message, sticky) for a call the worker could not complete. ``sticky``: a CUDA error
+    (an illegal address) that leaves the worker's context unusable."""
     text = done.message
+    if done.rule != "exception":
+        return done.rule, text, False
     if "illegal memory access" in text or "illegal address" in text or done.exc_type == "AcceleratorError":
-        raise WorkerFailure(f"the {who} triggered a CUDA error: {text}", code=errors.USER_ILLEGAL_ADDRESS)
+        return "illegal-address", text, True
     if done.exc_type == "OutOfMemoryError" or "CUDA out of memory" in text:
-        return "gpu-oom", text
+        return "gpu-oom", text, False
     if done.exc_type == "MemoryError" or "can't allocate memory" in text:
-        return "host-oom", text
-    return done.rule, text
+        return "host-oom", text, False
+    return done.rule, text, False
+
+
+def failed_call(done: Done, who: str) -> tuple[str, str]:
+    """(rule, message) for a call of the candidate's that its worker could not complete. A sticky
+    CUDA error leaves the worker's context unusable, so it ends the task at once."""
+    rule, text, sticky = call_failure(done)
+    if sticky:
+        raise WorkerFailure(f"the {who} triggered a CUDA error: {text}", code=errors.USER_ILLEGAL_ADDRESS)
+    return rule, text
+
+
+class _ProviderFailure(Exception):
+    """A call of a provider other than the candidate's failed (see :meth:`Judge.provider_failed`)."""
+
+    def __init__(self, why: str, gone: bool):
+        super().__init__(why)
+        self.why = why
+        self.gone = gone
 
 
 class Judge:
@@ -129,6 +162,75 @@ class Judge:
         # Wall time of the candidate's first call per workload: where its compilation and
         # autotuning happen (the timing phase's warm-up finds it already compiled).
         self.first_call_s: dict[str, float] = {}
+        # Optional providers left untimed for the rest of the task (their worker was stopped): why.
+        self.lost: dict[str, str] = {}
+
+    # --- providers other than the candidate's -----------------------------------------------
+    def provider_failed(self, name: str, why: str, workload: str, gone: bool) -> str:
+        """The one rule for a timed provider other than the candidate's that failed.
+
+        Those providers run our code (the baseline, torch.compile of it, the expert), so their
+        failure is never the submission's fault, whatever it was: an exception, running out of
+        device memory beside the other providers, a call past its limit, a crash, a protocol
+        error. A provider in :data:`OPTIONAL_PROVIDERS` is left untimed: this returns the reason
+        for ``WorkloadResult.untimed``, and the candidate is judged and timed as usual. Any other
+        (the baseline, which speedups are relative to; the expert, whose worker's overhead is the
+        floor of the escape check) ends the task with ``eval:infra:trusted-provider``, retried.
+
+        ``gone``: its worker was killed (a call past its limit) or can no longer be trusted (it
+        died, or hit a sticky CUDA error). The provider then stays untimed for the rest of the
+        task instead of being restarted: a torch.compile that hung or crashed on one workload
+        most likely does so again on the next, each try would cost up to ``optional_call_s`` of
+        the task's time that the candidate's own timing needs, and a restart means a new
+        process, CUDA context and compilation in the middle of the timing, all for a comparison.
+        """
+        if name not in OPTIONAL_PROVIDERS:
+            raise errors.EvaluatorError(f"the trusted provider {name} failed on workload {workload} (our code, not "
+                                        f"the submission's): {why}"[:3000], code=errors.INFRA_TRUSTED)
+        lines = [ln.strip() for ln in why.splitlines() if ln.strip()]
+        text = " ".join(lines[:2])[:500]
+        what = OPTIONAL_PROVIDERS[name]
+        if gone:
+            self.lost[name] = f"{what} is left untimed since workload {workload}, where it failed: {text}"
+        return f"{what} failed: {text}"
+
+    def ready(self, workers: Mapping[str, WorkerProcess], workload: str) -> None:
+        """Wait until the timing workers (name -> worker) have loaded their providers (an import of
+        the baseline's file, the same in torch.compile's worker: its compilation waits for a call)."""
+        for w in {id(w): w for w in workers.values()}.values():
+            try:
+                w.wait_ready()
+            except errors.EvaluatorError as exc:  # a worker of ours did not start
+                for name in [n for n, x in workers.items() if x is w]:
+                    self.provider_failed(name, str(exc), workload, gone=True)
+
+    def release(self, workers: Mapping[str, WorkerProcess], workload: str) -> None:
+        """Between workloads (after the trials, after the timing), the judge and each worker give
+        the device memory their caching allocators keep back to the driver.
+
+        The providers take turns on one GPU in separate processes, and each keeps the blocks of
+        its largest temporaries: on the H200 an eager baseline materializing [tokens, vocab]
+        fp32 logits left tens of GiB cached in the judge and the trusted worker, and the expert
+        ran out of memory beside them. Never between timed calls: the next call would pay for
+        fresh allocations inside its timed region (the warm-up calls fill the caches again).
+        """
+        if self.device.type == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
+        for w in {id(w): w for n, w in workers.items() if n not in self.lost and w.ready}.values():
+            try:
+                w.release()
+            except errors.EvaluatorError as exc:  # a worker of ours failed
+                for name in [n for n, x in workers.items() if x is w]:
+                    self.provider_failed(name, str(exc), workload, gone=True)
+
+    def _call_limit(self, name: str, w: WorkerProcess, cfg: TimingConfig) -> float | None:
+        """The longest one call of ``name`` may take: ``optional_call_s`` for an optional provider,
+        and never more than half of the task's time left, so that the candidate's timing still
+        fits after one hung; None (the task's deadline) for the others."""
+        if name not in OPTIONAL_PROVIDERS:
+            return None
+        return max(1.0, min(cfg.optional_call_s, 0.5 * (w.cfg.deadline - time.monotonic())))
 
     # --- correctness -----------------------------------------------------------------------
     def reference_outputs(self, inputs: Inputs, params: Mapping[str, Any]) -> tuple[torch.Tensor, ...]:
@@ -222,7 +324,7 @@ class Judge:
         self.autotune.update(done.autotune)
         self.first_call_s.setdefault(workload.name, done.device_ms / 1e3)
         if not done.ok:
-            rule, message = failed_call(done, "kernel") if done.rule == "exception" else (done.rule, done.message)
+            rule, message = failed_call(done, "kernel")
             return TrialResult(trial=trial, seed=seed, passed=False, rule=rule, output=done.output,
                                message=message[:2000])
         forbidden = set(self.task.spec.forbidden.aten) & set(done.ops)
@@ -243,24 +345,29 @@ class Judge:
         Every call gets fresh secret inputs, written into the worker's arena by the judge, so a
         cache keyed on pointers or content never hits; a random sample of the candidate's timed
         calls is compared with the reference (the worker copies every call's outputs, so it cannot
-        tell which). Returns timings, the stop reason, findings and the providers left untimed (why).
+        tell which). A provider other than the candidate's that fails follows
+        :meth:`provider_failed`. Returns timings, the stop reason, findings and the providers left
+        untimed (why).
         """
         params = workload.params
         dev = self.device
-        workers = dict(workers)  # a provider dropped below is dropped for this workload only
+        untimed: dict[str, str] = {p: self.lost[p] for p in workers if p in self.lost}  # why, not a finding
+        workers = {p: w for p, w in workers.items() if p not in self.lost}  # dropped below: this workload only
         rng = random.Random(seeds[-1])
         template = make_inputs(self.task, params, seeds[0], dev, self.baseline_module)
         outputs = self.output_shapes(params)
-        layout: dict[str, list[tuple[dict[str, Any], list[TensorRef]]]] = {}
-        for w in {id(w): w for w in workers.values()}.values():
-            w.arena.reset()
-            sets = []
-            for _ in range(cfg.sets):
-                args = {n: (w.arena.alloc(tuple(v.shape), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor)
+        sets = rotation_sets(cfg.sets, set_bytes(self.task.nbytes(params)), cfg.pool_bytes)
+        # Per arena: torch.compile's worker shares the baseline's (both ours, never called at once).
+        layout: dict[int, list[tuple[dict[str, Any], list[TensorRef]]]] = {}
+        for arena in {id(w.arena): w.arena for w in workers.values()}.values():
+            arena.reset()
+            rows = []
+            for _ in range(sets):
+                args = {n: (arena.alloc(tuple(v.shape), tuple(v.stride()), v.dtype) if isinstance(v, torch.Tensor)
                             else v) for n, v in template.items()}
-                outs = [w.arena.slot(shape, dtype)[0] for shape, dtype in outputs]
-                sets.append((args, outs))
-            layout[w.cfg.label] = sets
+                outs = [arena.slot(shape, dtype)[0] for shape, dtype in outputs]
+                rows.append((args, outs))
+            layout[id(arena)] = rows
         flush = torch.empty(cfg.flush_bytes // 4, dtype=torch.float32, device=dev) if dev.type == "cuda" else None
         times: dict[str, list[float]] = {p: [] for p in workers}
         walls: dict[str, list[float]] = {p: [] for p in workers}
@@ -268,12 +375,11 @@ class Judge:
         checked: dict[str, int] = {p: 0 for p in workers}
         peak: dict[str, int] = {}
         findings: list[str] = []
-        untimed: dict[str, str] = {}  # provider -> why it has no time (not a finding about the kernel)
         kept: dict[tuple[str, int], Inputs] = {}  # the values reused per set when fresh_inputs is off
 
         def call(name: str, k: int, mode: str, check: bool = False, measure_peak: bool = False) -> Done:
             w = workers[name]
-            args, outs = layout[w.cfg.label][k]
+            args, outs = layout[id(w.arena)][k]
             seed = rng.getrandbits(62)
             if cfg.fresh_inputs or check or (name, k) not in kept:
                 fresh = make_inputs(self.task, params, seed, dev, self.baseline_module)
@@ -288,11 +394,18 @@ class Judge:
             if flush is not None and cfg.judge_flush:
                 flush.zero_()
             _sync(dev)
-            done, wall = w.call(Call(seq=0, provider=name, mode=mode, args=args, outs=outs, measure_peak=measure_peak))
+            ours = w is not self.candidate
+            try:
+                done, wall = w.call(Call(seq=0, provider=name, mode=mode, args=args, outs=outs,
+                                         measure_peak=measure_peak), limit_s=self._call_limit(name, w, cfg))
+            except errors.EvaluatorError as exc:  # a worker of ours hung, died or misbehaved
+                raise _ProviderFailure(str(exc), gone=True) from exc
             if not done.ok:
-                rule, message = failed_call(done, name) if done.rule == "exception" else (done.rule, done.message)
-                if not name.startswith("candidate") and w.cfg.label == "trusted":
-                    raise errors.EvaluatorError(f"the {name} provider failed a timed call: {rule}: {message}")
+                if ours:
+                    rule, message, sticky = call_failure(done)
+                    where = f"{done.output}: " if done.output else ""
+                    raise _ProviderFailure(f"{rule}: {where}{message}", gone=sticky)
+                rule, message = failed_call(done, name)
                 raise errors.SubmissionError(f"a timed call of {name} failed: {rule}: {done.output} {message}"[:3000],
                                              code=errors.USER_TIMED_MISMATCH)
             if mode == "time":
@@ -304,30 +417,42 @@ class Judge:
                 allowed = self.baseline_allowance(fresh, ref, params)
                 got = tuple(w.arena.view(r).clone() for r in outs)
                 failure, _ = self.check_values(got, ref, views, fresh, params, allowed)
+                del ref, got
+                if dev.type == "cuda":
+                    # The reference and the eager baseline just ran here: give their temporaries back
+                    # before the next timed call, which another process may need the memory for.
+                    torch.cuda.empty_cache()
                 if failure is not None:
                     raise errors.SubmissionError(
                         f"a timed call of {name} on fresh inputs gave a wrong answer: "
                         f"{failure.rule} on {failure.output}: {failure.message}", code=errors.USER_TIMED_MISMATCH)
             return done
 
+        def attempt(name: str, k: int, mode: str, **kw: bool) -> Done | None:
+            """``call``; None when the provider failed and was dropped (:meth:`provider_failed`)."""
+            try:
+                return call(name, k, mode, **kw)
+            except _ProviderFailure as exc:
+                untimed[name] = self.provider_failed(name, exc.why, workload.name, exc.gone)
+                for table in (workers, times, walls, checked, compile_s, peak):
+                    table.pop(name, None)
+                return None
+
         for name in list(workers):
             progress(f"warm-up {name}")
-            try:
-                done = call(name, 0, "warm")
-            except errors.EvaluatorError as exc:  # a trusted provider failed
-                if name not in OPTIONAL_PROVIDERS:
-                    raise
-                lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-                untimed[name] = "torch.compile of the baseline failed: " + " ".join(lines[:2])[:500]
-                del workers[name], times[name], walls[name], checked[name]
+            done = attempt(name, 0, "warm")
+            if done is None:
                 continue
             compile_s[name] = done.device_ms / 1e3
             if name.startswith("candidate"):
                 compile_s[name] = max(compile_s[name], self.first_call_s.get(workload.name, 0.0))
             for i in range(cfg.warmup - 1):
-                call(name, (i + 1) % cfg.sets, "warm")
-            if self.task.spec.peak_memory and dev.type == "cuda":
-                peak[name] = call(name, 0, "warm", measure_peak=True).peak_mem_bytes or 0
+                if attempt(name, (i + 1) % sets, "warm") is None:
+                    break
+            if name in workers and self.task.spec.peak_memory and dev.type == "cuda":
+                done = attempt(name, 0, "warm", measure_peak=True)
+                if done is not None:
+                    peak[name] = done.peak_mem_bytes or 0
 
         spent_ms = 0.0
         reason = "max count"
@@ -335,11 +460,14 @@ class Judge:
         order = list(workers)
         for rnd in range(cfg.max_count):
             rng.shuffle(order)
-            k = rnd % cfg.sets
-            for name in order:
+            k = rnd % sets
+            for name in list(order):
                 check = name.startswith("candidate") and checked[name] < cfg.max_checks and (
                     rnd == 0 or rng.random() < cfg.check_probability)
-                done = call(name, k, "time", check=check)
+                done = attempt(name, k, "time", check=check)
+                if done is None:
+                    order.remove(name)
+                    continue
                 spent_ms += done.device_ms
             if rnd + 1 >= cfg.min_count and all(
                 stats.converged(v, cfg.target_rel_stderr, cfg.min_count) for v in times.values()

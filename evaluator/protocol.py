@@ -73,6 +73,15 @@ class Call(_Msg):
     measure_peak: bool = False  # report the device memory the call allocated at its peak
 
 
+class Release(_Msg):
+    """Hand the device memory the worker's caching allocator keeps back to the driver
+    (``torch.cuda.empty_cache``); answered with a plain ``Done``. Sent between workloads, never
+    between timed calls: the next call would then pay for fresh allocations inside its timed region."""
+
+    op: Literal["release"] = "release"
+    seq: int
+
+
 class Quit(_Msg):
     op: Literal["quit"] = "quit"
 

@@ -18,6 +18,23 @@ def round_size(nbytes: int) -> int:
     return max(page, math.ceil(nbytes / page) * page)
 
 
+def set_bytes(sizes: dict[str, int]) -> int:
+    """Arena bytes of one set of a workload's inputs and outputs (``Task.nbytes``), aligned."""
+    return sum(sizes.values()) + ALIGN * (len(sizes) + 1)
+
+
+def rotation_sets(most: int, one_set: int, pool_bytes: int) -> int:
+    """How many input sets a worker rotates through for timing: the fewest, up to ``most``, whose
+    bytes together reach ``pool_bytes``.
+
+    The rotation is there so that a call does not find its inputs in the L2 cache, or at the
+    addresses of the call before; a pool larger than the L2 (60 MB on the H200) does that, so a
+    workload whose one set is already that large keeps one copy, not two of gigabytes in every
+    worker's arena (and the judge flushes the L2 before every timed call anyway).
+    """
+    return max(1, min(most, math.ceil(pool_bytes / max(one_set, 1))))
+
+
 def host_memfd(size: int) -> int:
     """An anonymous shared-memory file of ``size`` bytes, to be mapped by the judge and a worker."""
     fd = os.memfd_create("d2k-arena", 0)

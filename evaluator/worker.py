@@ -18,6 +18,7 @@ the judge treats the answer as a claim to verify (docs/engine.md, Threat model):
 from __future__ import annotations
 
 import builtins
+import gc
 import importlib.util
 import json
 import os
@@ -33,7 +34,7 @@ import triton  # noqa: F401  (imported before the snapshot, so its own set-up is
 
 from evaluator.arena import Arena, open_arena
 from evaluator.aten_record import AtenRecorder
-from evaluator.protocol import LINE_CAP, Call, Done, LoadError, ProviderSpec, Ready, Setup, TensorRef
+from evaluator.protocol import LINE_CAP, Call, Done, LoadError, ProviderSpec, Ready, Release, Setup, TensorRef
 
 # The harness's own references, taken before any provider is imported.
 _perf = time.perf_counter
@@ -240,6 +241,12 @@ class Worker:
             slot.copy_(out)
         self._sync()
 
+    def release(self) -> None:
+        """Give the caching allocator's free blocks back to the driver (evaluator.protocol.Release)."""
+        if self.device.type == "cuda":
+            gc.collect()  # tensors held only by reference cycles go first
+            torch.cuda.empty_cache()
+
     def autotune(self) -> dict[str, str]:
         from triton.runtime.autotuner import Autotuner
 
@@ -258,8 +265,11 @@ class Worker:
             msg = json.loads(line)
             if msg.get("op") == "quit":
                 return
-            call = Call.model_validate(msg)
-            done = self.run_call(call)
+            if msg.get("op") == "release":
+                done = Done(seq=Release.model_validate(msg).seq, ok=True)
+                self.release()
+            else:
+                done = self.run_call(Call.model_validate(msg))
             done.tampered = _tampered(self.snapshot)
             done.autotune = self.autotune()
             self._reply(done)

@@ -6,6 +6,11 @@ and must answer the call just sent, so a forged, extra or malformed line is the 
 failure (``eval:user:protocol``), never a result. The judge's own clock times each round trip.
 A watcher thread reads the worker's process tree from ``/proc`` and kills it when it uses more
 host memory than allowed or starts a process that is not one of Triton's compilers.
+
+Who is at fault depends on whose code the worker runs: a failure of the candidate's worker is
+the submission's (:class:`WorkerFailure`, ``eval:user:*``); a failure of a worker that runs only
+our code (the baseline, torch.compile of it, the expert: ``WorkerConfig.ours``) never is
+(:class:`TrustedWorkerFailure`, ``eval:infra:trusted-provider``), whatever it did.
 """
 
 from __future__ import annotations
@@ -27,7 +32,18 @@ from typing import TYPE_CHECKING
 from pydantic import TypeAdapter, ValidationError
 
 from evaluator import errors, procwatch, sandbox
-from evaluator.protocol import LINE_CAP, Call, Done, LoadError, OutputSpec, ProviderSpec, Ready, Reply, Setup
+from evaluator.protocol import (
+    LINE_CAP,
+    Call,
+    Done,
+    LoadError,
+    OutputSpec,
+    ProviderSpec,
+    Ready,
+    Release,
+    Reply,
+    Setup,
+)
 from evaluator.tails import TailBuffer, drain
 from tasks.registry import REPO_ROOT
 
@@ -45,6 +61,18 @@ class WorkerFailure(errors.SubmissionError):
     """The worker died, hung, lied or misbehaved: the task fails with this code and reason."""
 
 
+class TrustedWorkerFailure(errors.EvaluatorError):
+    """A worker that runs only our code (``WorkerConfig.ours``) died, hung or misbehaved: never the
+    submission's fault. ``as_user`` keeps the code the same failure would have had in the candidate's
+    worker (``eval:user:timeout``, ``eval:user:crash``, ...), to say what happened."""
+
+    code = errors.INFRA_TRUSTED
+
+    def __init__(self, message: str, as_user: str):
+        super().__init__(message, code=errors.INFRA_TRUSTED)
+        self.as_user = as_user
+
+
 @dataclass
 class WorkerConfig:
     """How to start one worker."""
@@ -60,6 +88,7 @@ class WorkerConfig:
     flush_bytes: int = 0
     record_ops: bool = True
     deadline: float = float("inf")  # time.monotonic() after which every wait gives up
+    ours: bool = False  # runs only our code (baseline, torch.compile, expert): its failures are infra
 
 
 class WorkerProcess:
@@ -83,7 +112,8 @@ class WorkerProcess:
         """Start the worker and load its providers; returns the providers it loaded.
 
         Raises :class:`WorkerFailure` with ``eval:user:import`` or ``eval:user:entry-point``
-        when a provider does not load, and the usual death codes when the worker dies.
+        when a provider does not load, and the usual death codes when the worker dies (a
+        :class:`TrustedWorkerFailure` instead for a worker of ours, here and everywhere).
         """
         self.launch()
         return self.wait_ready()
@@ -144,7 +174,7 @@ class WorkerProcess:
         if isinstance(reply, LoadError):
             code = errors.USER_IMPORT if reply.kind == "import" else errors.USER_ENTRY_POINT
             prefix = "the kernel file does not import: " if reply.kind == "import" else ""
-            raise WorkerFailure(prefix + reply.message, code=code)
+            raise self._failure(prefix + reply.message, code)
         if not isinstance(reply, Ready):
             raise self._protocol("expected the worker to report ready")
         self.ready = True
@@ -152,9 +182,10 @@ class WorkerProcess:
 
     def finish(self) -> None:
         """The last checks once the judge has what it needs: nothing arrived unasked on the
-        channel, and no process the kernel started is still alive. Raises :class:`WorkerFailure`."""
+        channel, and no process the kernel started is still alive. Raises :class:`WorkerFailure`
+        (:class:`TrustedWorkerFailure` for a worker of ours)."""
         if self.violation:
-            raise WorkerFailure(self.violation[1], code=self.violation[0])
+            raise self._failure(self.violation[1], self.violation[0])
         if self.sock is not None and self.proc is not None and self.proc.poll() is None:
             ready, _, _ = select.select([self.sock], [], [], 0.05)
             if ready or self._pending.strip():
@@ -166,7 +197,7 @@ class WorkerProcess:
         if self.cfg.untrusted and self.proc is not None:
             self._check_tree()
         if self.violation:
-            raise WorkerFailure(self.violation[1], code=self.violation[0])
+            raise self._failure(self.violation[1], self.violation[0])
 
     def close(self) -> None:
         self._stop.set()
@@ -197,23 +228,38 @@ class WorkerProcess:
                 os.kill(p.pid, signal.SIGKILL)
 
     # --- calls ---------------------------------------------------------------------------
-    def call(self, call: Call) -> tuple[Done, float]:
-        """Send one call; returns the worker's answer and the judge's wall time of the round trip (ms)."""
+    def call(self, call: Call, limit_s: float | None = None) -> tuple[Done, float]:
+        """Send one call; returns the worker's answer and the judge's wall time of the round trip (ms).
+
+        ``limit_s``: the longest this one call may take (the task's deadline still applies); past
+        it the worker's process group is killed and the call fails as a timeout.
+        """
         self.seq += 1
         call = call.model_copy(update={"seq": self.seq})
         text = call.model_dump_json()
         t0 = time.perf_counter()
         self._send(text)
-        reply = self._receive(f"running a call of {call.provider}")
+        reply = self._receive(f"running a call of {call.provider}", limit_s)
         wall_ms = (time.perf_counter() - t0) * 1e3
-        if not isinstance(reply, Done) or reply.seq != call.seq:
-            raise self._protocol(f"the answer to call {call.seq} was {reply.model_dump_json()[:200]}")
+        return self._check_answer(reply, call.seq), wall_ms
+
+    def release(self) -> None:
+        """Ask the worker to hand the device memory its caching allocator keeps back to the driver
+        (``torch.cuda.empty_cache``), between workloads: workers take turns on one GPU, and the
+        blocks one cached for a workload's temporaries are memory the others may need next."""
+        self.seq += 1
+        self._send(Release(seq=self.seq).model_dump_json())
+        self._check_answer(self._receive("releasing its cached device memory"), self.seq)
+
+    def _check_answer(self, reply: Reply, seq: int) -> Done:
+        if not isinstance(reply, Done) or reply.seq != seq:
+            raise self._protocol(f"the answer to call {seq} was {reply.model_dump_json()[:200]}")
         if self._pending.strip():
             raise self._protocol("more than one answer arrived for one call")
         if reply.tampered:
-            raise WorkerFailure(f"the {self.cfg.label}'s process replaced harness functions: "
-                                + ", ".join(reply.tampered), code=errors.USER_TAMPER)
-        return reply, wall_ms
+            raise self._failure(f"the {self.cfg.label}'s process replaced harness functions: "
+                                + ", ".join(reply.tampered), errors.USER_TAMPER)
+        return reply
 
     def _send(self, text: str) -> None:
         assert self.sock is not None
@@ -222,17 +268,23 @@ class WorkerProcess:
         except OSError:
             raise self._death("before taking a call") from None
 
-    def _receive(self, doing: str) -> Reply:
+    def _receive(self, doing: str, limit_s: float | None = None) -> Reply:
         assert self.sock is not None
+        deadline = self.cfg.deadline
+        if limit_s is not None and time.monotonic() + limit_s < deadline:
+            deadline = time.monotonic() + limit_s
+        else:
+            limit_s = None  # the task's deadline comes first
         while b"\n" not in self._pending:
-            remaining = self.cfg.deadline - time.monotonic()
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
-                raise WorkerFailure(f"the {self.cfg.label} did not finish {doing} within the time limit; "
-                                    "its process group was killed", code=errors.USER_TIMEOUT)
+                limit = f"its limit of {limit_s:.0f} s per call" if limit_s is not None else "the time limit"
+                raise self._failure(f"the {self.cfg.label} did not finish {doing} within {limit}; "
+                                    "its process group was killed", errors.USER_TIMEOUT)
             ready, _, _ = select.select([self.sock], [], [], min(remaining, 0.5))
             if self.violation:
-                raise WorkerFailure(self.violation[1], code=self.violation[0])
+                raise self._failure(self.violation[1], self.violation[0])
             if not ready:
                 continue
             try:
@@ -250,12 +302,18 @@ class WorkerProcess:
         except ValidationError as exc:
             raise self._protocol(f"an invalid answer: {exc.errors()[0]['msg']}") from None
 
-    def _protocol(self, what: str) -> WorkerFailure:
-        self._kill()
-        return WorkerFailure(f"the {self.cfg.label}'s process broke the result protocol ({what}): "
-                             "a forged or corrupted answer", code=errors.USER_PROTOCOL)
+    def _failure(self, message: str, code: str) -> WorkerFailure | TrustedWorkerFailure:
+        """The exception for a failure of this worker: the submission's, or ours (``cfg.ours``)."""
+        if self.cfg.ours:
+            return TrustedWorkerFailure(message, as_user=code)
+        return WorkerFailure(message, code=code)
 
-    def _death(self, when: str) -> WorkerFailure:
+    def _protocol(self, what: str) -> WorkerFailure | TrustedWorkerFailure:
+        self._kill()
+        return self._failure(f"the {self.cfg.label}'s process broke the result protocol ({what}): "
+                             "a forged or corrupted answer", errors.USER_PROTOCOL)
+
+    def _death(self, when: str) -> WorkerFailure | TrustedWorkerFailure:
         """Why the worker is gone: the watcher's finding, a signal, or an exit."""
         assert self.proc is not None
         try:
@@ -264,7 +322,7 @@ class WorkerProcess:
             self._kill()
             rc = self.proc.wait()
         if self.violation:
-            return WorkerFailure(self.violation[1], code=self.violation[0])
+            return self._failure(self.violation[1], self.violation[0])
         tail = " | ".join(self.err.text().strip().splitlines()[-3:])[-1500:]
         tail = f": {tail}" if tail else ""
         # bubblewrap reports a child killed by signal N as exit status 128 + N.
@@ -272,12 +330,12 @@ class WorkerProcess:
         if sig:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             code = errors.USER_HOST_OOM if sig == signal.SIGKILL and "MemoryError" in tail else errors.USER_CRASH
-            return WorkerFailure(f"the {self.cfg.label}'s process died with {name} {when}{tail}", code=code)
+            return self._failure(f"the {self.cfg.label}'s process died with {name} {when}{tail}", code)
         if rc == 0:
-            return WorkerFailure(f"the {self.cfg.label}'s process exited cleanly {when}, without reporting a "
-                                 "result (an early exit is a failure, never a success)", code=errors.USER_EXIT)
-        return WorkerFailure(f"the {self.cfg.label}'s process exited with status {rc} {when}{tail}",
-                             code=errors.USER_CRASH)
+            return self._failure(f"the {self.cfg.label}'s process exited cleanly {when}, without reporting a "
+                             "result (an early exit is a failure, never a success)", errors.USER_EXIT)
+        return self._failure(f"the {self.cfg.label}'s process exited with status {rc} {when}{tail}",
+                             errors.USER_CRASH)
 
     # --- the watcher ---------------------------------------------------------------------
     def _watch(self) -> None:
