@@ -220,8 +220,10 @@ class Judge:
         for w in {id(w): w for n, w in workers.items() if n not in self.lost and w.ready}.values():
             try:
                 w.release()
-            except errors.EvaluatorError as exc:  # a worker of ours failed
-                for name in [n for n, x in workers.items() if x is w]:
+            except errors.EvaluatorError as exc:
+                if w is self.candidate:  # the submission's worker: its failure keeps its own (user) code
+                    raise
+                for name in [n for n, x in workers.items() if x is w]:  # a worker of ours
                     self.provider_failed(name, str(exc), workload, gone=True)
 
     def _call_limit(self, name: str, w: WorkerProcess, cfg: TimingConfig) -> float | None:
@@ -398,8 +400,10 @@ class Judge:
             try:
                 done, wall = w.call(Call(seq=0, provider=name, mode=mode, args=args, outs=outs,
                                          measure_peak=measure_peak), limit_s=self._call_limit(name, w, cfg))
-            except errors.EvaluatorError as exc:  # a worker of ours hung, died or misbehaved
-                raise _ProviderFailure(str(exc), gone=True) from exc
+            except errors.EvaluatorError as exc:
+                if not ours:  # the candidate's worker hung, died or lied: its own (user) code stands
+                    raise
+                raise _ProviderFailure(str(exc), gone=True) from exc  # a worker of ours
             if not done.ok:
                 if ours:
                     rule, message, sticky = call_failure(done)

@@ -128,6 +128,36 @@ def test_the_rule_for_a_failed_trusted_provider():
     assert judge.lost["compile"].startswith("torch.compile of the baseline is left untimed since workload W2")
 
 
+class _Worker:
+    """Stands in for a worker process in :meth:`Judge.release`: answers, or fails as told."""
+
+    ready = True
+
+    def __init__(self, failure: errors.EvaluatorError | None = None):
+        self.failure = failure
+
+    def release(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+
+def test_a_failed_release_is_the_candidates_own_failure_or_ours():
+    from evaluator.workerproc import WorkerFailure
+
+    dying = _Worker(WorkerFailure("the candidate's process died with SIGSEGV", code=errors.USER_CRASH))
+    judge = Judge(get_task(SLUG), None, None, None, torch.device("cpu"), dying)  # type: ignore[arg-type]
+    with pytest.raises(WorkerFailure) as info:  # never turned into "a trusted provider failed"
+        judge.release({"candidate": dying, "baseline": _Worker()}, "W1")
+    assert info.value.code == errors.USER_CRASH
+    judge = Judge(get_task(SLUG), None, None, None, torch.device("cpu"), _Worker())  # type: ignore[arg-type]
+    lost = _Worker(errors.EvaluatorError("the compile worker died"))
+    judge.release({"candidate": judge.candidate, "compile": lost}, "W2")
+    assert judge.lost["compile"].startswith("torch.compile of the baseline is left untimed since workload W2")
+    with pytest.raises(errors.EvaluatorError) as info:
+        judge.release({"candidate": judge.candidate, "baseline": _Worker(errors.EvaluatorError("gone"))}, "W3")
+    assert info.value.code == errors.INFRA_TRUSTED
+
+
 def test_timing_sets_are_bounded_by_bytes():
     pool = TimingConfig().pool_bytes
     assert 60 * 2**20 < pool <= 256 * 2**20  # more than the H200's L2, not gigabytes
