@@ -10,11 +10,14 @@ go through :mod:`evaluator.scoring`, the one implementation of the geometric mea
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from evaluator.hardware import HardwareProfile, set_sol
 from evaluator.result import RunResult, TaskResult, WorkloadResult
 from evaluator.score_result import score_task_result
 from evaluator.scoring import geomean
+from tasks.registry import Task
 
 COMPUTE_TARGET = 0.40  # of the measured peak rate of the workload's dtype
 MEMORY_TARGET = 0.60  # of the measured bandwidth
@@ -115,3 +118,32 @@ def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...
         lines += ["", "### Tasks that failed", ""]
         lines += [f"- {t.slug}: {t.status} {t.error_code} {t.reason[:300]}".rstrip() for t in failed]
     return "\n".join(lines) + "\n"
+
+
+def reroof(result: RunResult, tasks: Iterable[Task]) -> list[str]:
+    """Re-express a stored result against the tasks' current roofline formulas, in place.
+
+    A formula fixed after a device call (a FLOP count that was not a lower bound, say) would
+    otherwise leave the results page and the site quoting SOL fractions the engine no longer
+    computes; both call this on every stored result they read. Times are the
+    measured ones; only flops, bytes and SOL are redone, with the ceilings the run recorded and
+    the engine's own :func:`evaluator.hardware.set_sol`. Returns one line per workload changed.
+    """
+    by_slug = {t.slug: t for t in tasks}
+    profile = HardwareProfile.from_record(result.hardware)
+    changed = []
+    for tr in result.tasks:
+        task = by_slug.get(tr.slug)
+        if task is None:
+            continue
+        for wr in tr.workloads:
+            flops, nbytes = task.roofline(wr.params)
+            if not wr.timings or (flops, nbytes) == (wr.flops, wr.bytes):
+                continue
+            old = wr.sol_fraction.get("candidate")
+            wr.flops, wr.bytes = flops, nbytes
+            set_sol(wr, profile, task.compute_dtype(wr.params))
+            new = wr.sol_fraction.get("candidate")
+            changed.append(f"{tr.slug} {wr.name}: candidate SOL {old:.1%} -> {new:.1%}" if old and new
+                           else f"{tr.slug} {wr.name}: roofline re-evaluated")
+    return changed

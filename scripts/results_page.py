@@ -17,7 +17,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evaluator import report, suite_report  # noqa: E402
-from evaluator.hardware import HardwareProfile, set_sol  # noqa: E402
 from evaluator.result import RunResult  # noqa: E402
 from tasks.registry import load_tasks  # noqa: E402
 
@@ -32,34 +31,6 @@ def merge(results: list[RunResult]) -> RunResult:
     return results[-1].model_copy(update={"tasks": tasks})
 
 
-def reroof(result: RunResult, tree) -> list[str]:
-    """Re-express a stored result against the tasks' current roofline formulas, in place.
-
-    A formula fixed after a device call (a FLOP count that was not a lower bound, say) would
-    otherwise leave the page quoting SOL fractions the engine no longer computes. Times are the
-    measured ones; only flops, bytes and SOL are redone, with the ceilings the run recorded and
-    the engine's own :func:`set_sol`. Returns one line per workload changed, for the page.
-    """
-    by_slug = {t.slug: t for t in tree.tasks}
-    profile = HardwareProfile.from_record(result.hardware)
-    changed = []
-    for tr in result.tasks:
-        task = by_slug.get(tr.slug)
-        if task is None:
-            continue
-        for wr in tr.workloads:
-            flops, nbytes = task.roofline(wr.params)
-            if not wr.timings or (flops, nbytes) == (wr.flops, wr.bytes):
-                continue
-            old = wr.sol_fraction.get("candidate")
-            wr.flops, wr.bytes = flops, nbytes
-            set_sol(wr, profile, task.compute_dtype(wr.params))
-            new = wr.sol_fraction.get("candidate")
-            changed.append(f"{tr.slug} {wr.name}: candidate SOL {old:.1%} -> {new:.1%}" if old and new
-                           else f"{tr.slug} {wr.name}: roofline re-evaluated")
-    return changed
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -70,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     tree = load_tasks()
     results = [RunResult.model_validate(json.loads(p.read_text())) for p in args.results]
-    changed = [line for r in results for line in reroof(r, tree)]
+    changed = [line for r in results for line in suite_report.reroof(r, tree.tasks)]
     merged = merge(results)
     dtypes = {f"{t.slug}/{w.name}": t.compute_dtype(w.params) for t in tree.tasks for w in t.workloads()}
     text = report.markdown(merged, args.command)

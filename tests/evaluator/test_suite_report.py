@@ -69,15 +69,6 @@ def test_the_results_page_shows_peak_memory_where_it_was_measured() -> None:
     assert f"| {run.tasks[0].slug} | {w.name} | 512.0 |" in page and "| 24.5 |" in page
 
 
-def _results_page():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("results_page", REPO_ROOT / "scripts/results_page.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_set_sol_replaces_its_own_findings_and_flags_a_breach() -> None:
     from evaluator.hardware import HardwareProfile, set_sol
 
@@ -101,10 +92,10 @@ def test_reroof_recomputes_sol_with_todays_formula_and_leaves_times_alone() -> N
         (REPO_ROOT / "docs/results/h200-runs/bench-muon-newton-schulz.json").read_text()))
     before = {w.name: (dict(w.sol_fraction), w.timings["candidate"].median_ms) for w in run.tasks[0].workloads}
     assert max(f for f, _ in before.values() for f in f.values()) > 2.0
-    changed = _results_page().reroof(run, load_tasks())
+    changed = suite_report.reroof(run, load_tasks().tasks)
     assert len(changed) == 4 and changed[1].startswith("muon-newton-schulz W2: candidate SOL 241.6%")
     for w in run.tasks[0].workloads:
         assert w.timings["candidate"].median_ms == before[w.name][1]
         assert 0 < w.sol_fraction["candidate"] < 1
         assert not any("speed of light" in f for f in w.findings)
-    assert _results_page().reroof(run, load_tasks()) == []  # already current: nothing to redo
+    assert suite_report.reroof(run, load_tasks().tasks) == []  # already current: nothing to redo

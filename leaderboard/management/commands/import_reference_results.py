@@ -14,7 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leaderboard.references import ReferenceImportError, import_file
 
-DEFAULT_GLOB = "docs/results/*-bench*.json"
+#: The committed H200 runs: the first calls' merged files, then one file per task of the later calls.
+DEFAULT_GLOBS = ("docs/results/*-bench*.json", "docs/results/h200-runs/bench-*.json")
 
 
 class Command(BaseCommand):
@@ -22,13 +23,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="*", type=Path)
-        parser.add_argument("--default", action="store_true", help=f"import {DEFAULT_GLOB} from the repository")
+        parser.add_argument("--default", action="store_true", help=f"import {' and '.join(DEFAULT_GLOBS)} from the repository")
         parser.add_argument("--provenance", default="", help="how the results were measured (shown on the pages)")
 
     def handle(self, *args: object, files: list[Path], default: bool, provenance: str, **options: object) -> None:
         paths = list(files)
         if default:
-            paths += sorted(Path(settings.D2K_TASKS_ROOT).glob(DEFAULT_GLOB))
+            paths += [p for pattern in DEFAULT_GLOBS for p in sorted(Path(settings.D2K_TASKS_ROOT).glob(pattern))]
         if not paths:
             raise CommandError("no files: name engine JSON results, or pass --default")
         failed = 0
