@@ -220,10 +220,8 @@ class Judge:
         for w in {id(w): w for n, w in workers.items() if n not in self.lost and w.ready}.values():
             try:
                 w.release()
-            except errors.EvaluatorError as exc:
-                if w is self.candidate:  # the submission's worker: its failure keeps its own (user) code
-                    raise
-                for name in [n for n, x in workers.items() if x is w]:  # a worker of ours
+            except errors.EvaluatorError as exc:  # a worker of ours failed (the candidate's raise SubmissionError)
+                for name in [n for n, x in workers.items() if x is w]:
                     self.provider_failed(name, str(exc), workload, gone=True)
 
     def _call_limit(self, name: str, w: WorkerProcess, cfg: TimingConfig) -> float | None:
@@ -400,10 +398,9 @@ class Judge:
             try:
                 done, wall = w.call(Call(seq=0, provider=name, mode=mode, args=args, outs=outs,
                                          measure_peak=measure_peak), limit_s=self._call_limit(name, w, cfg))
-            except errors.EvaluatorError as exc:
-                if not ours:  # the candidate's worker hung, died or lied: its own (user) code stands
-                    raise
-                raise _ProviderFailure(str(exc), gone=True) from exc  # a worker of ours
+            except errors.EvaluatorError as exc:  # a worker of ours hung, died or misbehaved (the
+                # candidate's worker raises SubmissionError instead, which keeps its user code)
+                raise _ProviderFailure(str(exc), gone=True) from exc
             if not done.ok:
                 if ours:
                     rule, message, sticky = call_failure(done)

@@ -142,6 +142,8 @@ class _Worker:
 
 
 def test_a_failed_release_is_the_candidates_own_failure_or_ours():
+    """The candidate's worker fails with a SubmissionError (its user code stands); only workers of
+    ours fail with an EvaluatorError, which the trusted rule handles."""
     from evaluator.workerproc import WorkerFailure
 
     dying = _Worker(WorkerFailure("the candidate's process died with SIGSEGV", code=errors.USER_CRASH))
