@@ -131,12 +131,17 @@ def forked_copies(procs: list[Proc]) -> set[int]:
 
 
 class SpawnWatch:
-    """:func:`spawned` over successive looks at one tree, with forked copies judged on time.
+    """:func:`spawned` over successive looks at one tree, with transient states judged on time.
 
-    A forked copy of its parent is reported only when the same pid is still a copy on the next
-    look (the watcher's interval later): a fork that goes on running Python is caught, a fork on
-    its way to exec is not (seen on the H200 and on a loaded two-core CI machine as a false
-    "started a process" for ``platform.architecture()``).
+    Two states every legitimate short-lived child passes through are reported only when the same
+    pid is still in one on the next look (the watcher's interval later):
+    - a forked copy of its parent, between fork and exec: a fork that goes on running Python is
+      caught, a fork on its way to exec is not (seen on the H200 and on a loaded two-core CI
+      machine as a false "started a process" for ``platform.architecture()``);
+    - a process with its executable but no arguments: one that is exiting, whose address space
+      (and so its ``cmdline``) is gone before it becomes a zombie (seen in a CI run as "started a
+      process (python3.11: '')"). A running process that blanks its own arguments to hide is
+      still there, blank, on the next look.
     """
 
     def __init__(self) -> None:
@@ -146,9 +151,9 @@ class SpawnWatch:
         """``parents``: processes not judged here that may be a process's parent (the judge, whose
         own fork of a new worker is, until it execs, a child of the judge that is no worker)."""
         found = spawned(procs)
-        copies = forked_copies([*procs, *parents])
-        flagged = [p for p in found if p.pid not in copies or p.pid in self._copies]
-        self._copies = {p.pid for p in found if p.pid in copies}
+        transient = forked_copies([*procs, *parents]) | {p.pid for p in found if not p.cmdline}
+        flagged = [p for p in found if p.pid not in transient or p.pid in self._copies]
+        self._copies = {p.pid for p in found if p.pid in transient}
         return flagged
 
 

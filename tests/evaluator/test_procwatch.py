@@ -94,6 +94,20 @@ def test_a_forked_copy_is_reported_only_when_it_lasts():
     assert watch.check([worker, sleeper]) == [sleeper]  # anything else: at once
 
 
+def test_an_exiting_child_is_reported_only_when_it_lasts():
+    """An exiting process keeps its executable but loses its arguments (its memory is gone):
+    forgiven on first sight (a CI run's false "started a process (python3.11: '')"); a process
+    still blank on the next look, one that hid its arguments while running, is reported."""
+    worker = procwatch.Proc(10, 1, "/usr/bin/python3", "python3 -m evaluator.worker 3", 1)
+    exiting = procwatch.Proc(14, 10, "/usr/bin/python3", "", 1)
+    watch = procwatch.SpawnWatch()
+    assert procwatch.spawned([worker, exiting]) == [exiting]  # a started process by itself
+    assert watch.check([worker, exiting]) == []
+    assert watch.check([worker]) == []  # it exited
+    assert watch.check([worker, exiting]) == []
+    assert watch.check([worker, exiting]) == [exiting]  # still there, still blank
+
+
 def test_uname_p_is_the_only_uname_let_through():
     """``platform.processor()`` runs ``uname -p``; any other ``uname``, or one from elsewhere, is not."""
     ok = Proc(20, 10, "/usr/bin/uname", "uname -p", 1)
