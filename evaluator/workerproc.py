@@ -63,14 +63,9 @@ class WorkerFailure(errors.SubmissionError):
 
 class TrustedWorkerFailure(errors.EvaluatorError):
     """A worker that runs only our code (``WorkerConfig.ours``) died, hung or misbehaved: never the
-    submission's fault. ``as_user`` keeps the code the same failure would have had in the candidate's
-    worker (``eval:user:timeout``, ``eval:user:crash``, ...), to say what happened."""
+    submission's fault, whatever happened (the message says what)."""
 
     code = errors.INFRA_TRUSTED
-
-    def __init__(self, message: str, as_user: str):
-        super().__init__(message, code=errors.INFRA_TRUSTED)
-        self.as_user = as_user
 
 
 @dataclass
@@ -305,7 +300,7 @@ class WorkerProcess:
     def _failure(self, message: str, code: str) -> WorkerFailure | TrustedWorkerFailure:
         """The exception for a failure of this worker: the submission's, or ours (``cfg.ours``)."""
         if self.cfg.ours:
-            return TrustedWorkerFailure(message, as_user=code)
+            return TrustedWorkerFailure(message)  # the user code ``code`` does not apply to our worker
         return WorkerFailure(message, code=code)
 
     def _protocol(self, what: str) -> WorkerFailure | TrustedWorkerFailure:
