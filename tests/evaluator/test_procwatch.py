@@ -7,7 +7,8 @@ process, on the real ``/proc`` of a live process tree and on the classification 
 
 from __future__ import annotations
 
-import platform
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -49,34 +50,45 @@ def test_compilers_pass_and_a_forked_worker_does_not():
     assert procwatch.spawned([WORKER, ptxas, gcc, fork]) == [fork]
 
 
-def test_the_real_tree_of_a_process_that_calls_platform_architecture():
-    """A live child running ``platform.architecture()`` in a loop: its ``file`` children (when
-    one is caught in flight) are classified as allowed, and a plain ``sleep`` child is not."""
-    code = ("import platform, subprocess, sys, time\n"
-            "end = time.time() + 3\n"
-            "while time.time() < end: platform.architecture()\n")
-    proc = subprocess.Popen([sys.executable, "-c", code])
-    sleeper = subprocess.Popen(["sleep", "5"])
+def test_the_real_tree_of_a_process_that_calls_platform_architecture(tmp_path):
+    """A live child calls ``platform.architecture()``: its real ``file -b <interpreter>`` child,
+    read from the real ``/proc``, is classified as allowed; a plain ``sleep`` child is not.
+
+    ``file`` lives about a millisecond, so polling for it was a race (it failed CI). Here its
+    magic database (``MAGIC``, which ``file`` inherits) is a FIFO with no writer: ``file`` blocks
+    opening it, with its real executable and its real arguments, until the test kills it.
+    """
+    magic = tmp_path / "magic.mgc"
+    os.mkfifo(magic)
+    code = "import platform; platform.architecture()\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "MAGIC": str(magic)})
+    sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        seen_file = False
-        deadline = time.time() + 3
+        files: list[Proc] = []
+        deadline = time.time() + 30
         watch = procwatch.SpawnWatch()
-        while time.time() < deadline and not seen_file:
+        while time.time() < deadline and not files:
             tree = procwatch.tree(proc.pid)
-            seen_file = any(p.exe.endswith("/file") for p in tree)
-            # The loop's own interpreter is the root; only started processes are judged. A child
-            # caught between fork and exec is a copy of it, forgiven on a first sight.
+            files = [p for p in tree if p.exe.endswith("/file")]
+            # The interpreter is the root; only started processes are judged. A child caught
+            # between fork and exec is a copy of it, forgiven on a first sight.
             assert [p for p in watch.check(tree) if p.pid != proc.pid] == []
             time.sleep(0.01)
-        assert seen_file, "no `file` child seen in 3 s of platform.architecture() calls"
-        assert platform.architecture()[0] in {"64bit", "32bit"}
+        assert files, "no `file` child of platform.architecture() in 30 s"
+        (blocked,) = files
+        # The child's own interpreter path (a venv's ``python`` may resolve to its base's).
+        assert blocked.cmdline.split()[:2] == ["file", "-b"] and blocked.exe in ("/usr/bin/file", "/bin/file")
+        assert procwatch.allowed_call(blocked)
+        started = [p for p in procwatch.tree(proc.pid) if p.pid != proc.pid]
+        assert procwatch.spawned(started) == [] and watch.check(started) == []
         sleep_tree = procwatch.tree(sleeper.pid)
         assert [p.pid for p in procwatch.spawned(sleep_tree)] == [sleeper.pid]
+        os.kill(blocked.pid, signal.SIGKILL)  # platform.architecture() falls back to its default
+        assert proc.wait(timeout=30) == 0
     finally:
-        proc.kill()
-        sleeper.kill()
-        proc.wait()
-        sleeper.wait()
+        for p in (proc, sleeper):
+            p.kill()
+            p.wait()
 
 
 def test_a_forked_copy_is_reported_only_when_it_lasts():
