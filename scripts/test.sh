@@ -25,6 +25,7 @@ need_apt /usr/bin/chromium chromium
 need_apt pg_ctlcluster postgresql
 need_apt redis-server redis-server
 need_apt bwrap bubblewrap  # the engine's sandbox (tests/evaluator/test_sandbox.py)
+need_apt /usr/bin/file file  # platform.architecture()'s probe, run for real in tests/evaluator/test_procwatch.py
 
 # PostgreSQL, trust auth on 127.0.0.1 as the Debian package sets it up for local tests.
 PG_VERSION="$(ls /etc/postgresql | sort -V | tail -1)"
