@@ -127,22 +127,23 @@ def _ssd_scan_fwd_kernel(
         cb_base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
         cum_end = tl.load(cum_ptr + (t0 + clen - 1).to(tl.int64) * H + h)
         st_in = state.to(dtype)
-        for i in tl.static_range(Q // BT):
+        # Runtime loops over the 64-token sub-blocks, not unrolled ones: unrolled, the ten (i, j)
+        # products kept their loads live at once and spilled 164-728 B a thread on sm_90
+        # (docs/results/preflight-sm90.md); as loops they spill nothing and pipeline their loads.
+        for i in range(Q // BT):
             ri = i * BT + ar
             mi = ri < clen
             tok_i = (t0 + ri).to(tl.int64)
             cum_i = tl.load(cum_ptr + tok_i * H + h, mask=mi, other=0.0)
             acc = tl.zeros((BT, BP), dtype=tl.float32)
-            for j in tl.static_range(i + 1):
+            for j in range(i + 1):
                 rj = j * BT + ar
                 mj = rj < clen
                 tok_j = (t0 + rj).to(tl.int64)
                 cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
                 dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
                 cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
-                live = mi[:, None] & mj[None, :]
-                if j == i:
-                    live = live & (ri[:, None] >= rj[None, :])
+                live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])  # causal on the diagonal block only
                 # Mask before exponentiating: a positive exponent above the diagonal never overflows.
                 decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
                 m = cb * decay * dl_j[None, :]
@@ -158,7 +159,7 @@ def _ssd_scan_fwd_kernel(
             tl.store(out_ptr + io, y.to(out_ptr.dtype.element_ty), mask=iom)
         # Advance the state over the chunk.
         state = state * tl.exp2(cum_end * LOG2E)
-        for j in tl.static_range(Q // BT):
+        for j in range(Q // BT):
             rj = j * BT + ar
             mj = rj < clen
             tok_j = (t0 + rj).to(tl.int64)

@@ -1,0 +1,76 @@
+"""The sm_90 preflight (scripts/preflight_sm90.py): experts compiled for the H200 on a CPU-only
+machine, through their GPU paths, with registers, spills and shared memory read from ptxas."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tasks.registry import REPO_ROOT, get_task
+
+SCRIPT = REPO_ROOT / "scripts/preflight_sm90.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("preflight_sm90", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["preflight_sm90"] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def pf():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("this test compiles for sm_90: run it without TRITON_INTERPRET")
+    return _script()
+
+
+def test_an_expert_takes_its_gpu_path_and_compiles_for_sm90(pf) -> None:
+    """fp8-blockwise-gemm's expert picks interpreter tiles on a CPU tensor (a 32x32 tile, no
+    wgmma); through the preflight its tensors say cuda, so the Hopper tiles are built."""
+    seen: dict = {}
+    (report,) = pf.preflight(get_task("fp8-blockwise-gemm"), ["S1"], True, seen)
+    assert report.error == "", report.error
+    gemm = [b for b in report.builds if b.kernel == "_fp8_block_gemm_kernel"]
+    assert gemm and all(b.registers > 0 and b.shared > 0 for b in gemm)
+    assert any(b.wgmma for b in gemm), pf.markdown([report])
+    assert "BM=32 BN=32" not in pf.markdown([report])  # the interpreter's tile is not what was built
+
+
+def test_the_real_torch_and_triton_are_restored_afterwards(pf) -> None:
+    run, bench, props = pf.JITFunction.run, pf.triton.testing.do_bench, torch.cuda.get_device_properties
+    report = pf.WorkloadReport("t", "w")
+    with pf.compile_only(report, {}):
+        assert torch.cuda.is_available()
+        x = torch.empty(4, device="cuda")
+        assert x.device.type == "cuda" and x.is_cuda
+    assert (pf.JITFunction.run, pf.triton.testing.do_bench, torch.cuda.get_device_properties) == (run, bench, props)
+    assert torch.empty(4).device.type == "cpu"
+    assert torch.cuda.is_available() is False
+
+
+def test_a_kernel_with_no_build_that_fits_an_sm_fails_and_a_pruned_config_does_not(pf) -> None:
+    def build(kernel: str, shared: int):
+        return pf.Build(kernel, "", 8, 3, 128, 0, 0, shared, True, True)
+
+    report = pf.WorkloadReport("attn", "W5", [build("_fwd", 295_936), build("_fwd", 173_056),
+                                              build("_bwd", 300_000)])
+    problems = pf.unplaceable([report])
+    assert problems == ["attn W5: `_bwd` needs 300000 B of shared memory at least (an sm_90 block may use 232448)"]
+    assert "**295936 (over)**" in pf.markdown([report])
+
+
+def test_the_command_line_reports_and_exits_zero_on_a_clean_task(tmp_path) -> None:
+    md = tmp_path / "pf.md"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--tasks", "silu-and-mul", "--smoke", "--md", str(md)],
+                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| silu-and-mul |")]
+    assert rows and all("`_silu_and_mul_fwd_kernel`" in r for r in rows)
