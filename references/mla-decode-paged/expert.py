@@ -120,7 +120,8 @@ def _prune_by_rows(configs, named_args, **kwargs):
 
 #: Candidate (chunk, warps, stages) per head-block height, tuned on the device at the first call
 #: (the warm-up): two warpgroups for 64-row blocks (a 64 x 512 fp32 accumulator), one for 16-row
-#: blocks. Every candidate compiles for sm_90 without spills except BLOCK_N = 64 at 64 rows (48 B).
+#: blocks. Every candidate compiles for sm_90 without spills except 32-key chunks in 3 stages at 64 rows
+#: (68-72 B; docs/results/preflight-sm90.md).
 _mla_decode_split_tuned = triton.autotune(
     configs=[
         triton.Config({"BLOCK_N": 32}, num_warps=8, num_stages=2),
