@@ -25,7 +25,9 @@ done
 if [ ! -d /tmp/site/pydantic ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+# TRITON_PRINT_AUTOTUNING: the log names the config each autotuned kernel picked, so a profile
+# says which of its candidates ran (the sm_90 preflight shows they differ, e.g. in spills).
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_PRINT_AUTOTUNING=1
 LOG="$OUT/log.txt" R=/tmp/ncu
 mkdir -p "$R"
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -1)
@@ -43,6 +45,9 @@ for pair in "${PAIRS[@]}"; do
   rc=$?
   if [ -s "$R/$name.ncu-rep" ] && "$NCU" --import "$R/$name.ncu-rep" --csv --page details >"$R/$name.csv" 2>>"$R/$name.log" \
      && python3 scripts/ncu_summary.py "$slug $w ($PROVIDER)" "$R/$name.csv" >>"$OUT/profile.md" 2>>"$R/$name.log"; then
+    if grep -q "best config selected" "$R/$name.log"; then
+      { echo "Autotuner picks:"; echo '```'; grep -B1 "best config selected" "$R/$name.log"; echo '```'; echo; } >>"$OUT/profile.md"
+    fi
     echo "$pair: profiled (ncu exit $rc) at $(( $(date +%s) - START )) s" | tee -a "$LOG"
   else
     { echo "### $slug $w ($PROVIDER)"; echo; echo "not profiled: ncu exit $rc; last lines of its log:"; echo '```'
