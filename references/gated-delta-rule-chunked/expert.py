@@ -125,6 +125,9 @@ def _gdr_wy_fwd_kernel(
         rc = tl.arange(0, C)
         tl.store(qk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :], qk.to(qk_ptr.dtype.element_ty))
         # K·Kᵀ in 16 x 16 blocks (lower blocks only), shared by the value heads.
+        # The normalized rows are dead once K·Kᵀ is formed: the W products below load and normalize
+        # them again (from L2), which frees a 64 x 128 fp32 block of registers across the
+        # value-head loop (sm_90 compile: spills 336 -> 140 B a thread; preflight-sm90.md).
         k0 = _l2n(_rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, 16))
         k1 = _l2n(_rows(k_ptr, t0, 16, clen, sk, h * K, ks, K, 16))
         k2 = _l2n(_rows(k_ptr, t0, 32, clen, sk, h * K, ks, K, 16))
@@ -173,10 +176,10 @@ def _gdr_wy_fwd_kernel(
             t31 = -tl.dot(t33, tl.dot(a31, t11) + tl.dot(a32, t21))
             t30 = -tl.dot(t33, tl.dot(a30, t00) + tl.dot(a31, t10) + tl.dot(a32, t20))
             # W = T (β e^Γ K), U = T (β V).
-            kb0 = (b0 * tl.exp2(g0 * LOG2E))[:, None] * k0
-            kb1 = (b1 * tl.exp2(g1 * LOG2E))[:, None] * k1
-            kb2 = (b2 * tl.exp2(g2 * LOG2E))[:, None] * k2
-            kb3 = (b3 * tl.exp2(g3 * LOG2E))[:, None] * k3
+            kb0 = (b0 * tl.exp2(g0 * LOG2E))[:, None] * _l2n(_rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, 16))
+            kb1 = (b1 * tl.exp2(g1 * LOG2E))[:, None] * _l2n(_rows(k_ptr, t0, 16, clen, sk, h * K, ks, K, 16))
+            kb2 = (b2 * tl.exp2(g2 * LOG2E))[:, None] * _l2n(_rows(k_ptr, t0, 32, clen, sk, h * K, ks, K, 16))
+            kb3 = (b3 * tl.exp2(g3 * LOG2E))[:, None] * _l2n(_rows(k_ptr, t0, 48, clen, sk, h * K, ks, K, 16))
             sw = HV * K
             _store_rows(w_ptr, tl.dot(t00, kb0), t0, 0, clen, sw, hv * K, ks, K, 16)
             _store_rows(w_ptr, tl.dot(t10, kb0) + tl.dot(t11, kb1), t0, 16, clen, sw, hv * K, ks, K, 16)
