@@ -174,7 +174,10 @@ def _tma_configs() -> list[triton.Config]:
             for c in _gemm_configs()]
 
 
-_gemm_tma_tuned = triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "A_T", "B_T"],
+#: ACCUMULATE is in the key: the dW product's accumulating calls share (M, N, K) with its first,
+#: non-accumulating one, and the accumulating kernel holds C in its accumulator too (sm_90: only it
+#: spills, 196 B a thread at 128 x 256; docs/results/preflight-sm90.md), so it is tuned on its own.
+_gemm_tma_tuned = triton.autotune(configs=_tma_configs(), key=["M", "N", "K", "A_T", "B_T", "ACCUMULATE"],
                                   restore_value=["c_ptr"])(_gemm_tma_kernel)
 #: Set when a TMA launch fails on this device; every later product takes the pointer kernel.
 _TMA_BROKEN: list[bool] = []
@@ -216,9 +219,9 @@ def _gemm_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: boo
         _gemm_tma_tuned[grid](*args, **flags)
 
 
-#: Autotuned once per (M, N, K, operand majorness); restore_value keeps the accumulating dW GEMM
+#: Autotuned once per (M, N, K, operand majorness, accumulation); restore_value keeps the accumulating dW GEMM
 #: correct while candidates are benchmarked. The interpreter launches the plain kernel instead.
-_gemm_tuned = triton.autotune(configs=_gemm_configs(), key=["M", "N", "K", "A_KMAJOR", "B_KMAJOR"],
+_gemm_tuned = triton.autotune(configs=_gemm_configs(), key=["M", "N", "K", "A_KMAJOR", "B_KMAJOR", "ACCUMULATE"],
                               restore_value=["c_ptr"])(_gemm_kernel)
 
 
