@@ -324,10 +324,14 @@ def _cfg(bm: int, bn: int, warps: int, stages: int, hook) -> triton.Config:
 
 
 #: Hopper candidates (from sm_90 compiles). dK/dV: a program owns 128 keys over two warpgroups
-#: (each 64 key rows of all four products); query tiles of 64 or 32 rows stream through the ring.
+#: (each 64 key rows of all four products); query tiles of 64, 32 or 16 rows stream through the
+#: ring. Every dK/dV candidate spills on sm_90 (the two 128 x 128 fp32 accumulators take half the
+#: registers): 228-380 B at 64 rows, 20-160 B at 32, 8-84 B at 16 (docs/results/preflight-sm90.md);
+#: the 16-row ones were added for that, and the tuner times them all.
 #: dQ: a program owns 128 queries; key tiles of 64 or 32 stream.
 _DKDV_CONFIGS = [_cfg(64, 128, 8, 2, _dkdv_blocks), _cfg(64, 128, 8, 3, _dkdv_blocks),
-                 _cfg(32, 128, 8, 3, _dkdv_blocks), _cfg(32, 128, 8, 4, _dkdv_blocks)]
+                 _cfg(32, 128, 8, 3, _dkdv_blocks), _cfg(32, 128, 8, 4, _dkdv_blocks),
+                 _cfg(16, 128, 8, 4, _dkdv_blocks), _cfg(16, 128, 8, 5, _dkdv_blocks)]
 _DQ_CONFIGS = [_cfg(128, 64, 8, 2, _dq_blocks), _cfg(128, 64, 8, 3, _dq_blocks), _cfg(128, 32, 8, 3, _dq_blocks),
                _cfg(128, 32, 8, 4, _dq_blocks)]
 _DKDV_BLOCK_N = 128  # every tuned dK/dV configuration owns 128 keys
