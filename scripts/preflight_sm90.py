@@ -11,12 +11,14 @@ shape, every autotune config, every per-shape candidate) are the ones the device
 
 What it cannot see: the kernels do not run, so their outputs are uninitialised memory. Host code
 that reads a kernel's output to size the next launch (``.item()``) sees garbage and may fail;
-such a workload is reported with the error and the kernels compiled before it. Timing picks
-(``do_bench``) return a constant, so every candidate is compiled but none is chosen by speed.
+such a workload is reported with the error and the kernels compiled before it (no expert does
+this today). Timing picks (``do_bench``) return a constant, so every candidate is compiled but
+none is chosen by speed.
 
     python scripts/preflight_sm90.py [--tasks slug,slug] [--workloads W1,W2] [--smoke] [--md FILE]
 
-Exits 1 when a kernel fails to compile or needs more shared memory than an sm_90 SM holds.
+Exits 1 when a workload stops with an error (a kernel that does not compile among them), or a
+kernel has no build that fits in an sm_90 SM's shared memory.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ SM_COUNT = 132
 #: Shared memory one block may use on sm_90 (227 KiB, the opt-in maximum).
 MAX_SHARED = 232_448
 TARGET = GPUTarget("cuda", 90, 32)
-PTXAS_LINE = re.compile(r"Used (\d+) registers.*?")
+REGISTERS_LINE = re.compile(r"Used (\d+) registers")
 SPILL_LINE = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -144,12 +146,14 @@ def _ptxas_usage(ptx: str, arch: str = "sm_90a") -> tuple[int, int, int]:
         src.write_text(ptx)
         log = subprocess.run([ptxas, "-v", f"--gpu-name={arch}", str(src), "-o", str(Path(d) / "k.cubin")],
                              capture_output=True, text=True, check=True).stderr
-    regs = max((int(m) for m in re.findall(r"Used (\d+) registers", log)), default=0)
+    regs = max((int(m) for m in REGISTERS_LINE.findall(log)), default=0)
     spills = [(int(a), int(b)) for a, b in SPILL_LINE.findall(log)]
     return regs, sum(a for a, _ in spills), sum(b for _, b in spills)
 
 
-def _describe_constexprs(constexprs: dict[Any, Any], fn: JITFunction) -> str:
+def _constexprs_of(kernel: Any, fn: JITFunction) -> str:
+    """The compiled specialization's scalar constexprs, by parameter name."""
+    constexprs = getattr(getattr(kernel, "src", None), "constants", None) or {}
     names = [p.name for p in fn.params]
     parts = []
     for path, value in sorted(constexprs.items(), key=lambda kv: kv[0]):
@@ -265,12 +269,6 @@ def compile_only(report: WorkloadReport, seen: dict[tuple[str, str], Build]) -> 
         driver_config._active = previous_driver
 
 
-def _constexprs_of(kernel: Any, fn: JITFunction) -> str:
-    src = getattr(kernel, "src", None)
-    constants = getattr(src, "constants", None) or {}
-    return _describe_constexprs(constants, fn)
-
-
 def preflight(task: Task, workload_names: list[str] | None, smoke: bool,
               seen: dict[tuple[str, str], Build]) -> list[WorkloadReport]:
     """Every workload of one task, compiled for sm_90."""
@@ -287,12 +285,12 @@ def preflight(task: Task, workload_names: list[str] | None, smoke: bool,
             inputs = make_inputs(task, w.params, seed=0, device=torch.device("cpu"), baseline_module=baseline)
             with compile_only(report, seen):
                 entry(**{k: _as_fake(v) for k, v in inputs.items()})
+            del inputs
         except Exception as exc:  # reported per workload; the next one still runs
             last = traceback.extract_tb(exc.__traceback__)[-1]
             report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]} ({Path(last.filename).name}:{last.lineno})"
         report.seconds = time.perf_counter() - started
         reports.append(report)
-        del inputs
     return reports
 
 
@@ -337,11 +335,16 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.md:
         args.md.write_text(text)
-    failed = unplaceable(reports) + [f"{r.task} {r.workload}: {r.error}" for r in reports
-                                     if "CompilationError" in r.error or "PTXASError" in r.error]
+    failed = failures(reports)
     for line in failed:
         print(f"FAIL {line}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def failures(reports: list[WorkloadReport]) -> list[str]:
+    """What makes the exit status 1: a workload that stopped (a compile error among the causes),
+    and a kernel the device could not place."""
+    return [f"{r.task} {r.workload}: {r.error}" for r in reports if r.error] + unplaceable(reports)
 
 
 def unplaceable(reports: list[WorkloadReport]) -> list[str]:

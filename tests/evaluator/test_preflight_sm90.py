@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -55,6 +56,22 @@ def test_the_real_torch_and_triton_are_restored_afterwards(pf) -> None:
     assert torch.cuda.is_available() is False
 
 
+def test_a_kernel_that_does_not_compile_for_sm90_fails_the_run(pf, tmp_path) -> None:
+    """A copy of silu-and-mul whose kernel fails a compile-time assertion: the workload stops
+    with the compiler's error, and the run fails."""
+    shutil.copytree(REPO_ROOT / "tasks/silu-and-mul", tmp_path / "tasks/silu-and-mul")
+    shutil.copytree(REPO_ROOT / "guidance/silu-and-mul", tmp_path / "guidance/silu-and-mul")
+    expert = tmp_path / "references/silu-and-mul/expert.py"
+    expert.parent.mkdir(parents=True)
+    source = (REPO_ROOT / "references/silu-and-mul/expert.py").read_text()
+    body = "    rows = tl.program_id(0)"
+    assert source.count(body) == 1
+    expert.write_text(source.replace(body, '    tl.static_assert(BLOCK_D < 0, "planted")\n' + body))
+    (report,) = pf.preflight(get_task("silu-and-mul", tmp_path), ["S1"], True, {})
+    assert report.error.startswith("CompileTimeAssertionFailure") and report.builds == [], report.error
+    assert pf.failures([report]) == [f"silu-and-mul S1: {report.error}"]
+
+
 def test_a_kernel_with_no_build_that_fits_an_sm_fails_and_a_pruned_config_does_not(pf) -> None:
     def build(kernel: str, shared: int):
         return pf.Build(kernel, "", 8, 3, 128, 0, 0, shared, True, True)
@@ -78,4 +95,3 @@ def test_every_experts_gpu_path_compiles_for_sm90(tmp_path) -> None:
     rows = [ln.split("|") for ln in md.read_text().splitlines() if ln.startswith("| ") and "| S1 |" in ln]
     compiled = {r[1].strip() for r in rows if "(none compiled)" not in r[3]}
     assert compiled == {t.slug for t in load_tasks().tasks}, proc.stderr[-3000:]
-    assert "stopped" not in md.read_text(), md.read_text()[-2000:]
