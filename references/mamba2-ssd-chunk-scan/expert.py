@@ -129,7 +129,7 @@ def _ssd_scan_fwd_kernel(
         st_in = state.to(dtype)
         # Runtime loops over the 64-token sub-blocks, not unrolled ones: unrolled, the ten (i, j)
         # products kept their loads live at once and spilled 164-728 B a thread on sm_90
-        # (docs/results/preflight-sm90.md); as loops they spill nothing and pipeline their loads.
+        # (docs/results/preflight-sm90.md); as loops they spill 0-12 B and pipeline their loads.
         for i in range(Q // BT):
             ri = i * BT + ar
             mi = ri < clen
