@@ -14,10 +14,11 @@
 # lacks) and .bwrap (bubblewrap, unpacked from its Debian package):
 #   bash scripts/device_round.sh [--tasks "slug slug"] [--compare compile,expert] [--deadline SECONDS]
 #                                [--no-bench] [--bench-only] [--no-check] [--timing KEY=NUMBER ...] [--fresh]
+#                                [--task-cap SECONDS]  (most a single task's bench may take; default 270)
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 START=$(date +%s)
-TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 WARM=1 JOBS=8 TIMING=()
+TASKS="" COMPARE="compile,expert" DEADLINE=540 BENCH=1 CHECK=1 WARM=1 JOBS=8 TIMING=() CAP=270
 while [ $# -gt 0 ]; do
   case "$1" in
     --tasks) TASKS="$2"; shift 2 ;;
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --no-check) CHECK=0; shift ;;  # phase 1 only warms torch.compile's caches (bench checks anyway)
     --timing) TIMING+=(--timing "$2"); shift 2 ;;
     --fresh) rm -rf .devround; shift ;;
+    --task-cap) CAP="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -79,15 +81,23 @@ if [ "$BENCH" = 1 ]; then
     if [ -s "$W/bench-$slug.json" ] || [ -e "$W/bench-$slug.capped" ]; then continue; fi
     budget=$(left)
     if [ "$budget" -lt 45 ]; then echo "bench $slug: skipped, deadline" | tee -a "$LOG"; continue; fi
-    per=$(( budget < 280 ? budget - 10 : 270 ))
+    per=$(( budget < CAP + 10 ? budget - 10 : CAP ))
     timeout "$per" python3 -m evaluator bench references --task "$slug" --compare "$COMPARE" --timeout "$((per - 5))" \
       "${TIMING[@]}" --quiet --trace --json "$W/bench-$slug.json.part" --markdown "$W/bench-$slug.md" \
       >"$W/bench-$slug.log" 2>&1
     rc=$?
-    # Only a finished result counts as done: a task cut off by the deadline is benched again next call.
-    if [ "$rc" -le 1 ] && [ -s "$W/bench-$slug.json.part" ]; then mv "$W/bench-$slug.json.part" "$W/bench-$slug.json"; fi
+    # Only a finished result counts as done.
+    # A timeout under a per-task limit that the deadline shortened is the deadline's doing, not the
+    # task's: that result is kept aside (bench-<slug>.cut.json) and the task benched again next call.
+    if [ "$rc" -le 1 ] && [ -s "$W/bench-$slug.json.part" ]; then
+      if [ "$per" -lt "$CAP" ] && grep -q '"error_code": *"eval:user:timeout"' "$W/bench-$slug.json.part"; then
+        mv "$W/bench-$slug.json.part" "$W/bench-$slug.cut.json"; echo "bench $slug: cut by the deadline" | tee -a "$LOG"
+      else
+        mv "$W/bench-$slug.json.part" "$W/bench-$slug.json"
+      fi
+    fi
     # A task that ran out its whole per-task cap would do so again: not retried.
-    if [ "$rc" -eq 124 ] && [ "$per" -eq 270 ]; then touch "$W/bench-$slug.capped"; fi
+    if [ "$rc" -eq 124 ] && [ "$per" -eq "$CAP" ]; then touch "$W/bench-$slug.capped"; fi
     echo "bench $slug exit $rc at $(( $(date +%s) - START )) s" | tee -a "$LOG"
   done
 fi

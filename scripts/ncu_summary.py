@@ -31,6 +31,16 @@ _TIME_TO_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond"
 _BYTES_TO_KIB = {"byte": 1 / 1024, "Kbyte": 1000 / 1024, "KB": 1000 / 1024, "Mbyte": 1e6 / 1024, "KiB": 1.0}
 
 
+def _kib(value: str, unit: str) -> float:
+    """A shared-memory size in KiB. ncu 2025 writes launch sizes per block ("Kbyte/block"),
+    so the "/block" suffix is dropped before the unit is looked up; an unknown unit is an error
+    rather than a silent zero (the first device profile printed 0 KiB for every kernel)."""
+    base = unit.split("/")[0].strip()
+    if base not in _BYTES_TO_KIB:
+        raise ValueError(f"unknown shared-memory unit {unit!r}")
+    return (_number(value) or 0.0) * _BYTES_TO_KIB[base]
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text.replace(",", ""))
@@ -66,8 +76,8 @@ def _cell(metrics: dict[str, tuple[str, str]], name: str) -> str:
     if name == "Duration":
         return f"{v * _TIME_TO_US.get(unit, 1.0):,.1f}"
     if name == "Dynamic Shared Memory Per Block":
-        static = _number(metrics.get("Static Shared Memory Per Block", ("0", "byte"))[0]) or 0.0
-        return f"{(v + static) * _BYTES_TO_KIB.get(unit, 1 / 1024):,.0f}"
+        static = _kib(*metrics.get("Static Shared Memory Per Block", ("0", "byte")))
+        return f"{_kib(value, unit) + static:,.1f}"
     if name == "Achieved Occupancy":
         theo = metrics.get("Theoretical Occupancy", ("-", ""))[0]
         return f"{v:.0f} / {theo}"

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tasks.registry import REPO_ROOT
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
@@ -31,8 +33,8 @@ def test_summary_reads_ncu_details_after_its_preamble_one_row_per_launch() -> No
         _row("0", "_gemm", "Duration", "msecond", "1.25"),
         _row("0", "_gemm", "DRAM Throughput", "%", "16.04"),
         _row("0", "_gemm", "Registers Per Thread", "register/thread", "168"),
-        _row("0", "_gemm", "Dynamic Shared Memory Per Block", "Kbyte", "65.54"),
-        _row("0", "_gemm", "Static Shared Memory Per Block", "byte", "0"),
+        _row("0", "_gemm", "Dynamic Shared Memory Per Block", "Kbyte/block", "65.54"),  # ncu 2025's unit
+        _row("0", "_gemm", "Static Shared Memory Per Block", "byte/block", "1,024"),
         _row("0", "_gemm", "Achieved Occupancy", "%", "12.1"),
         _row("0", "_gemm", "Theoretical Occupancy", "%", "12.5"),
         _row("1", "_reduce", "Duration", "nsecond", "4,480"),
@@ -44,8 +46,15 @@ def test_summary_reads_ncu_details_after_its_preamble_one_row_per_launch() -> No
     gemm = next(ln for ln in page.splitlines() if ln.startswith("| `_gemm`"))
     cells = [c.strip() for c in gemm.strip("|").split("|")]
     assert cells[:5] == ["`_gemm`", "(56, 4, 1)", "(128, 1, 1)", "1,250.0", "16.0"]
-    assert "| 168 | 64 | 12 / 12.5 |" in gemm  # 65.54 kB of shared memory is 64 KiB
+    assert "| 168 | 65.0 | 12 / 12.5 |" in gemm  # 65.54 kB dynamic (64 KiB) + 1 KiB static
     assert "| `_reduce` | (56, 4, 1) | (128, 1, 1) | 4.5 | - |" in page
+
+
+def test_summary_refuses_a_shared_memory_unit_it_does_not_know() -> None:
+    text = "\n".join([HEADER, _row("0", "_k", "Dynamic Shared Memory Per Block", "furlong/block", "3")])
+    mod = _summary()
+    with pytest.raises(ValueError, match="furlong"):
+        mod.markdown("t", mod.parse(text))
 
 
 def test_summary_refuses_input_without_the_csv_header() -> None:
@@ -69,3 +78,37 @@ def test_profile_driver_runs_the_expert_on_a_workload_without_a_gpu() -> None:
     assert "silu-and-mul S1 expert: one profiled call, 1 output(s)" in done.stdout
     bad = _profile("silu-and-mul", "W9")
     assert bad.returncode != 0 and "has no workload 'W9' (it has W1, W2, W3, S1" in bad.stderr
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / f"scripts/{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_profile_vs_bench_sets_the_kernels_time_beside_the_bench_median(tmp_path) -> None:
+    """Two launches (1.25 ms + 4.48 µs) against a bench median of 2.5 ms and an SOL of 1 ms: the
+    kernels alone are at 79% of SOL where the bench's median says 40%."""
+    (tmp_path / "fp8-blockwise-gemm-W4.csv").write_text("\n".join([
+        "==PROF== preamble", HEADER,
+        _row("0", "_gemm", "Duration", "msecond", "1.25"),
+        _row("1", "_reduce", "Duration", "nsecond", "4,480"),
+    ]))
+    (tmp_path / "other-task-W9.csv").write_text(HEADER)  # not in the suite: skipped
+    suite = {"tasks": [{"slug": "fp8-blockwise-gemm", "workloads": [{
+        "name": "W4", "sol_ms": 1.0,
+        "timings": {"candidate": {"median_ms": 2.5, "min_ms": 1.3}},
+    }]}]}
+    mod = _load("profile_vs_bench")
+    (row,) = mod.rows(suite, tmp_path)
+    assert row["kernels_us"] == pytest.approx(1254.48)
+    assert row["sol_bench"] == pytest.approx(0.4)
+    assert row["sol_kernels"] == pytest.approx(1000 / 1254.48)
+    assert "| fp8-blockwise-gemm | W4 | 1,254.5 | 2,500.0 | 1,300.0 | 1,000.0 | 40% | 80% |" in mod.markdown([row])
+
+
+def test_profile_vs_bench_refuses_a_duration_unit_it_does_not_know() -> None:
+    mod = _load("profile_vs_bench")
+    with pytest.raises(ValueError, match="fortnight"):
+        mod.kernel_us("\n".join([HEADER, _row("0", "_k", "Duration", "fortnight", "1")]))
