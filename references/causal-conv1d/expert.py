@@ -95,9 +95,25 @@ def _causal_conv1d_fwd_kernel(
         tl.store(s_ptrs + j[:, None] * stride_sw, new, mask=jm[:, None] & mask_d[None, :])
 
 
-#: (time block, channel block, warps): 32 x 256 tiles give 16-byte bf16 vectors per thread
-#: over D, no register spills (ptxas, sm_90) and ten thousand or more programs at the catalogue's sizes.
+#: The interpreter's tile (CPU): 32 x 256, 8 warps.
 BLOCK_T, BLOCK_D, NUM_WARPS = 32, 256, 8
+
+#: GPU candidates, timed by the autotuner per shape. The 32 x 256 tile with 8 warps (the only one
+#: before session 7) needs 214 registers a thread on sm_90, so one program per SM (12.5%
+#: occupancy); Nsight showed it at 23% of DRAM bandwidth on W1 (docs/results/h200-profiles.md).
+#: The others hold 8 or 16 elements a thread instead of 32 (106-166 registers for the 16-element
+#: ones), for two to four programs per SM.
+_GPU_CONFIGS = [
+    triton.Config({"BLOCK_T": 32, "BLOCK_D": 256}, num_warps=8),
+    triton.Config({"BLOCK_T": 16, "BLOCK_D": 256}, num_warps=8),
+    triton.Config({"BLOCK_T": 32, "BLOCK_D": 128}, num_warps=8),
+    triton.Config({"BLOCK_T": 16, "BLOCK_D": 128}, num_warps=4),
+    triton.Config({"BLOCK_T": 8, "BLOCK_D": 256}, num_warps=8),
+]
+#: conv_state is updated in place, so every timed trial of the tuner starts from a restored copy.
+_causal_conv1d_tuned = triton.autotune(
+    configs=_GPU_CONFIGS, key=["D", "N", "FIXED_LEN"], restore_value=["state_ptr"],
+)(_causal_conv1d_fwd_kernel)
 
 
 def causal_conv1d(
@@ -113,12 +129,17 @@ def causal_conv1d(
         raise ValueError("width <= 4, channel-last x and contiguous weight required")
     out = torch.empty_like(x)
     fixed = 0 if varlen else T // N
-    n_tiles = N * triton.cdiv(fixed, BLOCK_T) if fixed else triton.cdiv(T, BLOCK_T) + N
-    grid = (n_tiles, triton.cdiv(D, BLOCK_D))
-    _causal_conv1d_fwd_kernel[grid](
-        x, weight, bias, cu_seqlens, conv_state, out,
-        D, x.stride(0), out.stride(0),
-        conv_state.stride(0), conv_state.stride(1), conv_state.stride(2),
-        N=N, W=W, BLOCK_T=BLOCK_T, BLOCK_D=BLOCK_D, FIXED_LEN=fixed, num_warps=NUM_WARPS,
-    )
+
+    def grid(meta: dict) -> tuple[int, int]:
+        bt = meta["BLOCK_T"]
+        n_tiles = N * triton.cdiv(fixed, bt) if fixed else triton.cdiv(T, bt) + N
+        return (n_tiles, triton.cdiv(D, meta["BLOCK_D"]))
+
+    args = (x, weight, bias, cu_seqlens, conv_state, out, D, x.stride(0), out.stride(0),
+            conv_state.stride(0), conv_state.stride(1), conv_state.stride(2))
+    if x.device.type == "cpu":  # the interpreter runs one fixed tile
+        meta = {"BLOCK_T": BLOCK_T, "BLOCK_D": BLOCK_D}
+        _causal_conv1d_fwd_kernel[grid(meta)](*args, N=N, W=W, FIXED_LEN=fixed, num_warps=NUM_WARPS, **meta)
+    else:
+        _causal_conv1d_tuned[grid](*args, N=N, W=W, FIXED_LEN=fixed)
     return out, conv_state

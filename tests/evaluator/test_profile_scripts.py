@@ -112,3 +112,16 @@ def test_profile_vs_bench_refuses_a_duration_unit_it_does_not_know() -> None:
     mod = _load("profile_vs_bench")
     with pytest.raises(ValueError, match="fortnight"):
         mod.kernel_us("\n".join([HEADER, _row("0", "_k", "Duration", "fortnight", "1")]))
+
+
+def test_timing_ab_summary_and_its_refusal_without_a_gpu() -> None:
+    mod = _load("timing_ab")
+    stats = mod.summarize({"engine": [4.0, 1.0, 3.0, 2.0, 5.0], "spin": [7.0]})
+    assert stats["engine"][:2] == (3.0, 1.0)
+    assert stats["spin"] == (7.0, 7.0, 7.0)
+    with pytest.raises(ValueError, match="no samples for no-sync"):
+        mod.summarize({"no-sync": []})
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/timing_ab.py"), "causal-conv1d:W1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 1 and "needs a GPU" in proc.stderr
