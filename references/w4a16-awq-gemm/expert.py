@@ -17,6 +17,15 @@ integer-to-float instructions: OR-ing the nibbles into the mantissa of 1024.0 gi
 exactly. Per weight element that leaves about one integer operation, one half-precision
 subtract and one multiply, which keeps the decode shapes bandwidth-bound.
 
+Prefill sizes (M > 128) have a second route, picked per shape by timing both once: unpack the
+whole weight into a [K, N] buffer in one pass, then a plain tensor-core GEMM. The fused kernel
+repeats the unpack for every row-tile of M, and the tensor cores wait on it, since Triton does
+not overlap it with the MMA in separate warps. The two-pass route pays one extra write and read
+of the fp16 weight (4x the packed bytes) and no repeated unpack. On the H200 the fused kernel
+ran M = 1,024 at 0.76x torch.compile, which keeps the baseline's dequantize-then-multiply split
+(docs/results/h200.md). vLLM's AWQ path switches to dequantize-then-GEMM above 256 tokens for
+the same reason.
+
 Decode sizes are pure weight streaming: the K range is split among SPLIT programs per tile so all
 SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
 second kernel. Tiles launch in super-groups of GROUP_M row-tiles so the weight tile a group needs
@@ -141,6 +150,96 @@ _BIG_CONFIGS = [
 _awq_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
 
 
+@triton.jit
+def _awq_dequant_kernel(
+    qw_ptr, qz_ptr, sc_ptr, w_ptr, N, stride_qw, stride_qz, stride_sc, stride_w,
+    G: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, FAST_CVT: tl.constexpr,
+):
+    """One [BK, BN] block of the dequantized weight, with the fused kernel's exact arithmetic."""
+    offs_k = tl.program_id(0) * BK + tl.arange(0, BK)
+    pid_n = tl.program_id(1)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    rw = pid_n * (BN // 8) + tl.arange(0, BN // 8)
+    mask_w = rw < N // 8
+    mask_n = offs_n < N
+    grp = (tl.program_id(0) * BK) // G  # BK divides G
+    qw = tl.load(qw_ptr + offs_k[:, None].to(tl.int64) * stride_qw + rw[None, :], mask=mask_w[None, :], other=0)
+    qz = tl.load(qz_ptr + grp * stride_qz + rw, mask=mask_w, other=0)
+    sc = tl.load(sc_ptr + grp * stride_sc + offs_n, mask=mask_n, other=0.0)
+    dt = w_ptr.dtype.element_ty
+    w = (_unpack_awq(qw, FAST_CVT, dt) - _unpack_awq(qz[None, :], FAST_CVT, dt)) * sc[None, :]
+    tl.store(w_ptr + offs_k[:, None].to(tl.int64) * stride_w + offs_n[None, :], w.to(dt), mask=mask_n[None, :])
+
+
+@triton.jit
+def _dense_gemm_kernel(
+    x_ptr, w_ptr, c_ptr, M, N, stride_xm, stride_wk, stride_cm,
+    K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    """C = X @ W for the two-pass route: fp16/bf16 operands, fp32 accumulation, K % BK == 0
+    (K is a compile-time constant: one build per layer shape, as the autotuner keys on it anyway)."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % rows_in_group
+    pid_n = (pid % per_group) // rows_in_group
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    rm = offs_m % M
+    rn = offs_n % N
+    offs_k = tl.arange(0, BK)
+    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + offs_k[None, :]
+    w_ptrs = w_ptr + offs_k[:, None].to(tl.int64) * stride_wk + rn[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K // BK):
+        acc = tl.dot(tl.load(x_ptrs), tl.load(w_ptrs), acc)
+        x_ptrs += BK
+        w_ptrs += BK * stride_wk
+    c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :]
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+_DENSE_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 128, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+    triton.Config({"BM": 256, "BN": 128, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
+    triton.Config({"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+]
+_dense_gemm_tuned = triton.autotune(configs=_DENSE_CONFIGS, key=["M", "N", "K"])(_dense_gemm_kernel)
+
+#: Per (M, N, K, dtype, device): "fused" or "two-pass", whichever the first call timed faster.
+_ROUTE_PICK: dict[tuple, str] = {}
+
+
+def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool) -> None:
+    """Unpack the whole weight once, then a plain GEMM (see the module docstring)."""
+    M, K = x.shape
+    N = out.shape[1]
+    w = torch.empty(K, N, dtype=x.dtype, device=x.device)
+    bk, bn = (min(32, G), 64) if on_cpu else (min(64, G), 256)
+    _awq_dequant_kernel[(K // bk, triton.cdiv(N, bn))](
+        qweight, qzeros, scales, w, N, qweight.stride(0), qzeros.stride(0), scales.stride(0), w.stride(0),
+        G=G, BK=bk, BN=bn, FAST_CVT=fast, num_warps=8,
+    )
+    if on_cpu:  # the interpreter runs one small tile
+        meta = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 8}
+        grid = (triton.cdiv(M, 32) * triton.cdiv(N, 32),)
+        _dense_gemm_kernel[grid](x, w, out, M, N, x.stride(0), w.stride(0), out.stride(0), K=K, **meta)
+        return
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+    _dense_gemm_tuned[grid](x, w, out, M, N, x.stride(0), w.stride(0), out.stride(0), K=K)
+
+
+def _fused_big(x, qweight, qzeros, scales, out, G: int, fast: bool) -> None:
+    M, N = out.shape
+    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
+    _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=x.shape[1], G=G, FAST_CVT=fast)
+
+
 def _split_for(tiles: int, k_iters: int) -> int:
     """Power-of-two split of K until there are several programs per SM (at most eight)."""
     split = 1
@@ -167,9 +266,25 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     fast = x.dtype == torch.float16
     strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
     on_cpu = x.device.type == "cpu"
-    if not on_cpu and M > 128 and G % 128 == 0:  # compute-heavy: autotuned tiles, no split
-        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
-        _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=K, G=G, FAST_CVT=fast)
+    if M > 128 and on_cpu and K % 32 == 0:  # the interpreter checks the two-pass route (smoke S4)
+        _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=True)
+        return out
+    if M > 128 and G % 128 == 0:  # compute-heavy: fused or two-pass, whichever is faster here
+        key = (M, N, K, x.dtype, x.device)
+        if key not in _ROUTE_PICK:
+            from triton.testing import do_bench
+
+            routes = {
+                "fused": lambda: _fused_big(x, qweight, qzeros, scales, out, G, fast),
+                "two-pass": lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False),
+            }
+            for run in routes.values():
+                run()  # compile and autotune outside the timing
+            _ROUTE_PICK[key] = min(routes, key=lambda r: do_bench(routes[r], warmup=5, rep=30))
+        if _ROUTE_PICK[key] == "fused":
+            _fused_big(x, qweight, qzeros, scales, out, G, fast)
+        else:
+            _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)
         return out
     if on_cpu:  # interpreter: small tiles; split-K when K is long
         bm, bn, bk, warps, stages = 16, 32, min(64, G), 4, 1
