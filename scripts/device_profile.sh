@@ -41,6 +41,7 @@ for pair in "${PAIRS[@]}"; do
   if [ "$left" -lt 40 ]; then echo "$pair: skipped, deadline" | tee -a "$LOG"; continue; fi
   timeout $(( left < 180 ? left - 10 : 180 )) "$NCU" --clock-control none --profile-from-start off \
     --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section InstructionStats --section MemoryWorkloadAnalysis \
     -f -o "$R/$name" python3 scripts/profile_kernel.py "$slug" "$w" --provider "$PROVIDER" >"$R/$name.log" 2>&1
   rc=$?
   if [ -s "$R/$name.ncu-rep" ] && "$NCU" --import "$R/$name.ncu-rep" --csv --page details >"$R/$name.csv" 2>>"$R/$name.log" \
