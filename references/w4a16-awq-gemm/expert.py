@@ -40,21 +40,26 @@ import triton.language as tl
 
 
 @triton.jit
+def _tile_of(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row tile, column tile) of program ``pid``, in super-groups of GROUP_M row tiles so the
+    weight tiles a group needs are reused from L2."""
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (pid // per_group) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % rows_in_group, (pid % per_group) // rows_in_group
+
+
+@triton.jit
 def _awq_gemm_kernel(
     x_ptr, qw_ptr, qz_ptr, sc_ptr, c_ptr,
     M, N, stride_xm, stride_qw, stride_qz, stride_sc, stride_cs, stride_cm,
     K_SPLIT: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
     GROUP_M: tl.constexpr, FAST_CVT: tl.constexpr,
 ):
-    pid = tl.program_id(0)
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BM, BN, GROUP_M)
     pid_k = tl.program_id(1)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows_in_group
-    pid_n = (pid % per_group) // rows_in_group
 
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
@@ -178,14 +183,7 @@ def _dense_gemm_kernel(
 ):
     """C = X @ W for the two-pass route: fp16/bf16 operands, fp32 accumulation, K % BK == 0
     (K is a compile-time constant: one build per layer shape, as the autotuner keys on it anyway)."""
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (pid // per_group) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows_in_group
-    pid_n = (pid % per_group) // rows_in_group
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BM, BN, GROUP_M)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     rm = offs_m % M
