@@ -2,18 +2,28 @@
 
 Chunks never straddle sequences: sequence s is cut into ceil(len_s / Q) chunks (the last may be
 partial), numbered sequence after sequence; programs find their chunk by walking ``cu_seqlens`` on
-the device. Three launches:
+the device. Five launches:
 
 1. ``_ssd_dt_fwd_kernel`` (parallel over chunks x head blocks): Δ = softplus(dt + dt_bias) and the
    chunk-local cumulative sum of Δ·A, once per (token, head), in fp32.
 2. ``_ssd_cb_fwd_kernel`` (parallel over chunks x groups x lower-triangle tiles): C·Bᵀ per group
    and chunk, shared by all heads of the group; upper tiles are causally dead and never computed.
-3. ``_ssd_scan_fwd_kernel`` (one program per sequence x head x P-block): walks the sequence's
-   chunks in order with the P x N state held in fp32 registers. Per chunk it writes the output
-   (intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus the inter-chunk
-   term C·state scaled by exp(cumsum), plus D·x, gated by silu(z)) and then advances the state by
-   exp(total)·state + (decay ⊙ Δ ⊙ x)ᵀ·B. The state passing is folded into the output pass, so
-   chunk states never go to memory; only Δ, the cumsums and C·Bᵀ are materialized.
+3. ``_ssd_chunk_state_kernel`` (parallel over chunks x heads x P-blocks): what each chunk adds
+   to the P x N state if it started from zero, sum_j exp(total - cumsum_j)·Δ_j·x_jᵀB_j, in fp32.
+4. ``_ssd_state_pass_kernel`` (per sequence x head x small P-block, the only serial walk): the
+   state each chunk starts from, state = exp(chunk total)·state + the chunk's own part, written
+   in the activations' dtype; and the final states, in fp32.
+5. ``_ssd_chunk_out_kernel`` (parallel over chunks x heads x P-blocks): the output, i.e. the
+   intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus the inter-chunk
+   term C·state scaled by exp(cumsum), plus D·x, gated by silu(z).
+
+Until session 7 steps 3-5 were one kernel: one program per (sequence, head, P-block) walking
+that sequence's chunks with the state in registers, so no chunk state went to memory. On the
+H200 that was 5-10% of SOL, with 512-2,048 programs each serial over 8-32 chunks
+(docs/results/h200.md). The split writes each chunk's state twice (fp32 own part, 16-bit start
+state) and reads it twice, but only the small state walk is serial. The tensor-core work runs
+over every chunk at once, as in the reference SSD implementation's chunk-state / state-passing /
+chunk-scan split.
 """
 
 from __future__ import annotations
@@ -93,15 +103,52 @@ def _ssd_cb_fwd_kernel(
 
 
 @triton.jit
-def _ssd_scan_fwd_kernel(
-    x_ptr, z_ptr, b_ptr, c_ptr, d_ptr, delta_ptr, cum_ptr, cb_ptr, init_ptr, out_ptr, final_ptr, cu_ptr,
-    H, G, P, N,
+def _ssd_chunk_state_kernel(
+    x_ptr, b_ptr, delta_ptr, cum_ptr, dst_ptr, cu_ptr, H, G, P, N,
     S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
 ):
+    """What one chunk adds to the state, as if it started from zero:
+    sum_j exp(cum_end - cum_j) * delta_j * x_j^T B_j, a [P, N] fp32 block per (chunk, head)."""
+    slot = tl.program_id(0)
+    h = tl.program_id(1)
+    pb = tl.program_id(2)
+    t0, clen = _chunk_of(slot, cu_ptr, S, Q)
+    if clen <= 0:
+        return  # a surplus slot: no state pass reads it
+    g = h // (H // G)
+    ps = pb * BP + tl.arange(0, BP)
+    pm = ps < P
+    ns = tl.arange(0, BN)
+    nm = ns < N
+    ar = tl.arange(0, BT)
+    dtype = x_ptr.dtype.element_ty
+    cum_end = tl.load(cum_ptr + (t0 + clen - 1).to(tl.int64) * H + h)
+    acc = tl.zeros((BP, BN), dtype=tl.float32)
+    for j in range(Q // BT):
+        rj = j * BT + ar
+        mj = rj < clen
+        tok_j = (t0 + rj).to(tl.int64)
+        cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
+        dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+        w = tl.exp2((cum_end - cum_j) * LOG2E) * dl_j
+        xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
+        bj = tl.load(b_ptr + (tok_j[:, None] * G + g) * N + ns[None, :], mask=mj[:, None] & nm[None, :], other=0.0)
+        acc = tl.dot(tl.trans((xj.to(tl.float32) * w[:, None]).to(dtype)), bj, acc)
+    offs = ((slot.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :]
+    tl.store(dst_ptr + offs, acc, mask=pm[:, None] & nm[None, :])
+
+
+@triton.jit
+def _ssd_state_pass_kernel(
+    dst_ptr, cum_ptr, init_ptr, sin_ptr, final_ptr, cu_ptr, H, P, N,
+    S: tl.constexpr, Q: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
+):
+    """The only sequential step: per (sequence, head, P-block), walk the chunks in order, record
+    the state each chunk starts from (in the activations' dtype, which is what the output's
+    C·state product reads) and advance it: state = exp(chunk total) · state + chunk's own part."""
     s = tl.program_id(0)
     h = tl.program_id(1)
     pb = tl.program_id(2)
-    g = h // (H // G)
     a = tl.load(cu_ptr + s)
     e = tl.load(cu_ptr + s + 1)
     base = 0
@@ -110,71 +157,81 @@ def _ssd_scan_fwd_kernel(
         base += tl.where(s2 < s, n2, 0)
     nck = tl.cdiv(e - a, Q)
     ps = pb * BP + tl.arange(0, BP)
+    ns = tl.arange(0, BN)
+    st_offs = ((s.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :]
+    st_mask = (ps < P)[:, None] & (ns < N)[None, :]
+    state = tl.load(init_ptr + st_offs, mask=st_mask, other=0.0)
+    c = 0
+    while c < nck:
+        t_end = tl.minimum(a + (c + 1) * Q, e) - 1
+        offs = (((base + c).to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :]
+        tl.store(sin_ptr + offs, state.to(sin_ptr.dtype.element_ty), mask=st_mask)
+        own = tl.load(dst_ptr + offs, mask=st_mask, other=0.0)
+        state = state * tl.exp2(tl.load(cum_ptr + t_end.to(tl.int64) * H + h) * LOG2E) + own
+        c += 1
+    tl.store(final_ptr + st_offs, state, mask=st_mask)
+
+
+@triton.jit
+def _ssd_chunk_out_kernel(
+    x_ptr, z_ptr, c_ptr, d_ptr, delta_ptr, cum_ptr, cb_ptr, sin_ptr, out_ptr, cu_ptr,
+    H, G, P, N,
+    S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
+):
+    """One chunk's output, from the state it starts with: the intra-chunk masked product of
+    C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus C·state scaled by exp(cumsum), plus D·x, gated
+    by silu(z)."""
+    slot = tl.program_id(0)
+    h = tl.program_id(1)
+    pb = tl.program_id(2)
+    t0, clen = _chunk_of(slot, cu_ptr, S, Q)
+    if clen <= 0:
+        return
+    g = h // (H // G)
+    ps = pb * BP + tl.arange(0, BP)
     pm = ps < P
     ns = tl.arange(0, BN)
     nm = ns < N
-    st_offs = ((s.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :]
-    st_mask = pm[:, None] & nm[None, :]
-    state = tl.load(init_ptr + st_offs, mask=st_mask, other=0.0)
+    st_in = tl.load(sin_ptr + ((slot.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :],
+                    mask=pm[:, None] & nm[None, :], other=0.0)
     d_h = tl.load(d_ptr + h)
     dtype = x_ptr.dtype.element_ty
     ar = tl.arange(0, BT)
-    c = 0
-    while c < nck:
-        t0 = a + c * Q
-        clen = tl.minimum(e - t0, Q)
-        slot = base + c
-        cb_base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
-        cum_end = tl.load(cum_ptr + (t0 + clen - 1).to(tl.int64) * H + h)
-        st_in = state.to(dtype)
-        # Runtime loops over the 64-token sub-blocks, not unrolled ones: unrolled, the ten (i, j)
-        # products kept their loads live at once and spilled 164-728 B a thread on sm_90
-        # (docs/results/preflight-sm90.md); as loops they spill 0-12 B and pipeline their loads.
-        for i in range(Q // BT):
-            ri = i * BT + ar
-            mi = ri < clen
-            tok_i = (t0 + ri).to(tl.int64)
-            cum_i = tl.load(cum_ptr + tok_i * H + h, mask=mi, other=0.0)
-            acc = tl.zeros((BT, BP), dtype=tl.float32)
-            for j in range(i + 1):
-                rj = j * BT + ar
-                mj = rj < clen
-                tok_j = (t0 + rj).to(tl.int64)
-                cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
-                dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
-                cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
-                live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])  # causal on the diagonal block only
-                # Mask before exponentiating: a positive exponent above the diagonal never overflows.
-                decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
-                m = cb * decay * dl_j[None, :]
-                xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
-                acc = tl.dot(m.to(dtype), xj, acc)
-            ci = tl.load(c_ptr + (tok_i[:, None] * G + g) * N + ns[None, :], mask=mi[:, None] & nm[None, :], other=0.0)
-            acc += tl.exp2(cum_i * LOG2E)[:, None] * tl.dot(ci, tl.trans(st_in))
-            io = (tok_i[:, None] * H + h) * P + ps[None, :]
-            iom = mi[:, None] & pm[None, :]
-            xi = tl.load(x_ptr + io, mask=iom, other=0.0).to(tl.float32)
-            zi = tl.load(z_ptr + io, mask=iom, other=0.0).to(tl.float32)
-            y = (acc + d_h * xi) * (zi / (1.0 + tl.exp2(-zi * LOG2E)))
-            tl.store(out_ptr + io, y.to(out_ptr.dtype.element_ty), mask=iom)
-        # Advance the state over the chunk.
-        state = state * tl.exp2(cum_end * LOG2E)
-        for j in range(Q // BT):
+    cb_base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
+    # Runtime loops over the 64-token sub-blocks, not unrolled ones: unrolled, the ten (i, j)
+    # products kept their loads live at once and spilled 164-728 B a thread on sm_90
+    # (docs/results/preflight-sm90.md); as loops they spill 0-12 B and pipeline their loads.
+    for i in range(Q // BT):
+        ri = i * BT + ar
+        mi = ri < clen
+        tok_i = (t0 + ri).to(tl.int64)
+        cum_i = tl.load(cum_ptr + tok_i * H + h, mask=mi, other=0.0)
+        acc = tl.zeros((BT, BP), dtype=tl.float32)
+        for j in range(i + 1):
             rj = j * BT + ar
             mj = rj < clen
             tok_j = (t0 + rj).to(tl.int64)
             cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
             dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
-            w = tl.exp2((cum_end - cum_j) * LOG2E) * dl_j
+            cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
+            live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])  # causal on the diagonal block only
+            # Mask before exponentiating: a positive exponent above the diagonal never overflows.
+            decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
+            m = cb * decay * dl_j[None, :]
             xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
-            bj = tl.load(b_ptr + (tok_j[:, None] * G + g) * N + ns[None, :], mask=mj[:, None] & nm[None, :], other=0.0)
-            state = tl.dot(tl.trans((xj.to(tl.float32) * w[:, None]).to(dtype)), bj, state)
-        c += 1
-    tl.store(final_ptr + st_offs, state, mask=st_mask)
+            acc = tl.dot(m.to(dtype), xj, acc)
+        ci = tl.load(c_ptr + (tok_i[:, None] * G + g) * N + ns[None, :], mask=mi[:, None] & nm[None, :], other=0.0)
+        acc += tl.exp2(cum_i * LOG2E)[:, None] * tl.dot(ci, tl.trans(st_in))
+        io = (tok_i[:, None] * H + h) * P + ps[None, :]
+        iom = mi[:, None] & pm[None, :]
+        xi = tl.load(x_ptr + io, mask=iom, other=0.0).to(tl.float32)
+        zi = tl.load(z_ptr + io, mask=iom, other=0.0).to(tl.float32)
+        y = (acc + d_h * xi) * (zi / (1.0 + tl.exp2(-zi * LOG2E)))
+        tl.store(out_ptr + io, y.to(out_ptr.dtype.element_ty), mask=iom)
 
 
-#: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products; the
-#: P x N state is split along P when there are too few (sequence, head) pairs to fill 132 SMs.
+#: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products. The
+#: chunk-parallel kernels have (chunks x heads) programs, 5,400-18,400 at the catalogue's sizes.
 BT, NUM_WARPS = 64, 8
 
 
@@ -214,10 +271,21 @@ def mamba2_ssd_chunk_scan(
     out = torch.empty_like(x)
     final = torch.empty(S, H, P, N, dtype=torch.float32, device=dev)
     bp = max(16, triton.next_power_of_2(P))
-    if S * H < 1024 and bp > 32:
-        bp = 32
-    _ssd_scan_fwd_kernel[(S, H, triton.cdiv(P, bp))](
-        x, z, B_, C_, D, delta, cum, cb, initial_states, out, final, cu_seqlens,
-        H, G, P, N, S=S, Q=Q, BT=bt, BP=bp, BN=bn, num_warps=NUM_WARPS,
+    # Each chunk's own part of the state (fp32), then the state each chunk starts from (x's dtype).
+    own = torch.empty(n_slots, H, P, N, dtype=torch.float32, device=dev)
+    start = torch.empty(n_slots, H, P, N, dtype=x.dtype, device=dev)
+    _ssd_chunk_state_kernel[(n_slots, H, triton.cdiv(P, bp))](
+        x, B_, delta, cum, own, cu_seqlens, H, G, P, N, S=S, Q=Q, BT=bt, BP=bp, BN=bn, num_warps=NUM_WARPS,
+    )
+    bp_pass = min(bp, 16 if S * H >= 512 else 8)  # small blocks: more programs for the one serial walk
+    _ssd_state_pass_kernel[(S, H, triton.cdiv(P, bp_pass))](
+        own, cum, initial_states, start, final, cu_seqlens, H, P, N, S=S, Q=Q, BP=bp_pass, BN=bn, num_warps=4,
+    )
+    # The whole P range per program: the decay matrix of each (i, j) sub-block pair is computed
+    # once for all of P. (32-wide P blocks do not save registers: 250 against 244 on sm_90, where
+    # the 64 x 64 fp32 score-side tiles of the inner loop dominate.)
+    _ssd_chunk_out_kernel[(n_slots, H, triton.cdiv(P, bp))](
+        x, z, C_, D, delta, cum, cb, start, out, cu_seqlens, H, G, P, N,
+        S=S, Q=Q, BT=bt, BP=bp, BN=bn, num_warps=NUM_WARPS,
     )
     return out, final
