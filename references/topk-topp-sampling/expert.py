@@ -46,7 +46,7 @@ def _race_update(best, best_i, s, idx):
 @triton.jit
 def _topk_topp_sample_fwd_kernel(
     logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, cand_v_ptr, cand_i_ptr,
-    stride_l, stride_q,
+    stride_l, stride_q, B,
     V: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr, CB: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -181,8 +181,22 @@ def _topk_topp_sample_fwd_kernel(
 
 #: One row per program; 4096-wide blocks with 16 warps keep 8 fp32 lanes per thread in flight per
 #: load, and the 256 buckets of width 1/8 cover 32 nats below the max (mass beyond that is < 1e-13
-#: of the max token's and lands in the catch-all bucket).
+#: of the max token's and lands in the catch-all bucket). This is the interpreter's tile.
 BLOCK, NUM_WARPS, NB, INV_W, CB = 4096, 16, 256, 8.0, 512
+
+#: GPU candidates, timed by the autotuner per shape. On the H200 the 4096 x 16-warp tile alone
+#: ran at 9-13% of bandwidth: 99 registers x 512 threads allow one program per SM, and each
+#: block's load is followed by a block-wide reduction, so an SM has only about 16 KB of loads in
+#: flight (Nsight, docs/results/h200-profiles.md). The others trade threads per program for
+#: resident programs (two per SM at 8 warps, four at 4) or for bytes per load (8192-wide blocks):
+#: each holds 16 elements a thread per load, twice the current tile's bytes in flight per SM.
+_GPU_CONFIGS = [
+    triton.Config({"BLOCK": 4096}, num_warps=16),
+    triton.Config({"BLOCK": 8192}, num_warps=16),
+    triton.Config({"BLOCK": 4096}, num_warps=8),
+    triton.Config({"BLOCK": 2048}, num_warps=4),
+]
+_topk_topp_sample_tuned = triton.autotune(configs=_GPU_CONFIGS, key=["V", "B"])(_topk_topp_sample_fwd_kernel)
 
 
 def topk_topp_sampling(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -193,9 +207,12 @@ def topk_topp_sampling(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q
     ids = torch.empty(B, dtype=torch.int64, device=logits.device)
     cand_v = torch.empty(B, V, dtype=torch.float32, device=logits.device)
     cand_i = torch.empty(B, V, dtype=torch.int32, device=logits.device)
+    args = (logits, k, p, q, ids, cand_v, cand_i, logits.stride(0), q.stride(0), B)
     block = min(BLOCK, triton.next_power_of_2(V))
-    _topk_topp_sample_fwd_kernel[(B,)](
-        logits, k, p, q, ids, cand_v, cand_i, logits.stride(0), q.stride(0),
-        V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, num_warps=NUM_WARPS if block >= 4096 else 4,
-    )
+    if logits.device.type == "cpu" or block < BLOCK:  # the interpreter, or rows shorter than a tile
+        _topk_topp_sample_fwd_kernel[(B,)](
+            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, num_warps=NUM_WARPS if block >= 4096 else 4,
+        )
+    else:
+        _topk_topp_sample_tuned[(B,)](*args, V=V, NB=NB, INV_W=INV_W, CB=CB)
     return ids
