@@ -118,7 +118,8 @@ def _arena_bytes(task: Any, workloads: list[Any], sets: int, pool_bytes: int = 0
 
 
 def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: Any, size: int,
-            deadline: float, untrusted: bool, flush_bytes: int, arena: Any = None, ours: bool = False) -> Any:
+            deadline: float, untrusted: bool, flush_bytes: int, arena: Any = None, ours: bool = False,
+            spin_us: float = 0.0) -> Any:
     from evaluator.protocol import OutputSpec
     from evaluator.workerproc import WorkerConfig, WorkerProcess
 
@@ -128,7 +129,8 @@ def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: 
         arena = new_arena(size, device)
     cfg = WorkerConfig(label=label, providers=providers, device=device if isinstance(device, str) else device.type,
                        interpret=job.interpret,
-                       sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes, deadline=deadline,
+                       sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes,
+                       spin_us=spin_us if flush_bytes else 0.0, deadline=deadline,
                        ours=ours,
                        outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
                        inputs=[a.name for a in task.spec.inputs])
@@ -191,6 +193,7 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
     workloads = [w for w in task.workloads(job.smoke) if not job.workloads or w.name in job.workloads]
     deadline = (started if started is not None else time.monotonic()) + job.timeout_s
     flush = cfg.flush_bytes if device.type == "cuda" else 0
+    spin = cfg.spin_us if device.type == "cuda" else 0.0
     if timing and device.type == "cuda":
         # Up to three arenas (the candidate's, the trusted workers', the expert's); keep them all
         # within half the free memory.
@@ -205,12 +208,12 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
         workers = [early]
     else:
         workers = [_worker("candidate", _candidate_providers(job, task, timing), task, job, device, size, deadline,
-                           True, flush)]
+                           True, flush, spin_us=spin)]
     try:
         try:
             # The timing workers start now, beside the candidate's, so their imports overlap its
             # start and its correctness trials instead of following them (several seconds a task).
-            timing_workers = _launch_timing_workers(job, task, device, size, deadline, flush) if timing else {}
+            timing_workers = _launch_timing_workers(job, task, device, size, deadline, flush, spin) if timing else {}
             workers += list({id(w): w for w in timing_workers.values()}.values())
             if early is not None:
                 early.wait_ready()
@@ -313,7 +316,7 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
 
 
 def _launch_timing_workers(job: Job, task: Any, device: Any, size: int, deadline: float,
-                           flush: int) -> dict[str, Any]:
+                           flush: int, spin: float = 0.0) -> dict[str, Any]:
     """Provider name -> launched worker (not yet ready): the trusted worker (the baseline),
     torch.compile's when asked for, and the expert's; all run only our code (``ours``).
 
@@ -326,12 +329,12 @@ def _launch_timing_workers(job: Job, task: Any, device: Any, size: int, deadline
 
     entry = task.spec.entry_point
     tw = _worker("trusted", {"baseline": ProviderSpec(path=str(task.baseline_path), entry=entry)}, task, job, device,
-                 size, deadline, False, flush, ours=True)
+                 size, deadline, False, flush, ours=True, spin_us=spin)
     tw.launch()
     timed = {"baseline": tw}
     if "compile" in job.compare:
         cw = _worker("compile", {"compile": ProviderSpec(path=str(task.baseline_path), entry=entry, compile=True)},
-                     task, job, device, size, deadline, False, flush, arena=tw.arena, ours=True)
+                     task, job, device, size, deadline, False, flush, arena=tw.arena, ours=True, spin_us=spin)
         cw.launch()
         timed["compile"] = cw
     if "expert" in job.compare or not job.interpret:
@@ -340,7 +343,7 @@ def _launch_timing_workers(job: Job, task: Any, device: Any, size: int, deadline
         # (judge._residual_floor), and the result shows the expert's time from the same run.
         # The expert kernel is handed in as one file: its folder (references/) stays hidden.
         ew = _worker("expert", {"expert": ProviderSpec(path=str(task.expert_path), entry=entry)}, task, job, device,
-                     size, deadline, True, flush, ours=True)
+                     size, deadline, True, flush, ours=True, spin_us=spin)
         ew.launch()
         timed["expert"] = ew
     return timed

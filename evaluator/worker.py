@@ -42,6 +42,7 @@ _dumps = json.dumps
 _sendall = socket.socket.sendall
 _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_spin = torch.cuda._sleep
 
 
 def _watched() -> dict[str, Any]:
@@ -65,7 +66,8 @@ def _watched() -> dict[str, Any]:
         "json.dumps": json.dumps, "socket.socket.sendall": socket.socket.sendall,
         "builtins.__import__": builtins.__import__, "evaluator.worker._perf": me._perf,
         "evaluator.worker._cuda_sync": me._cuda_sync, "evaluator.worker._Event": me._Event,
-        "evaluator.worker._sendall": me._sendall,
+        "evaluator.worker._sendall": me._sendall, "evaluator.worker._spin": me._spin,
+        "torch.cuda._sleep": torch.cuda._sleep,
         **{f"evaluator.worker.Worker.{n}": getattr(me.Worker, n) for n in ("run_call", "_timed", "_checked",
                                                                              "_copy_out", "_structure", "_reply")},
     }
@@ -103,6 +105,19 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.device == b.device and a0 < b1 and b0 < a1
 
 
+def _spin_cycles(spin_us: float) -> int:
+    """GPU cycles of a ``torch.cuda._sleep`` that lasts about ``spin_us``, measured on this device
+    with events: the SM clock is not known in advance."""
+    probe = 2_000_000
+    _spin(probe)  # ramps the clocks up first
+    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    start.record()
+    _spin(probe)
+    end.record()
+    _cuda_sync()
+    return max(1, int(spin_us * probe / (start.elapsed_time(end) * 1e3)))
+
+
 def _poison_allocator(device: torch.device, nbytes: int) -> None:
     """Leave NaN in the blocks the caching allocator hands out next, so an output element the
     kernel never writes reads back as NaN instead of a plausible stale value."""
@@ -120,6 +135,7 @@ class Worker:
         self.arena: Arena = open_arena(setup.arena_fd, setup.arena_size, self.device)
         self.flush = (torch.empty(setup.flush_bytes // 4, dtype=torch.float32, device=self.device)
                       if self.device.type == "cuda" and setup.flush_bytes else None)
+        self.spin_cycles = _spin_cycles(setup.spin_us) if self.device.type == "cuda" and setup.spin_us > 0 else 0
         self.providers: dict[str, Callable[..., Any]] = {}
         self.modules: list[ModuleType] = []
         self.snapshot = _watched()
@@ -201,6 +217,8 @@ class Worker:
         # launch latency overlaps the flush, so the events time the device work alone.
         if self.flush is not None:
             self.flush.zero_()
+        if self.spin_cycles:
+            _spin(self.spin_cycles)
         start.record()
         outs = _as_outputs(fn(**args))
         end.record()

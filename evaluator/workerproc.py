@@ -81,6 +81,7 @@ class WorkerConfig:
     sandboxed: bool
     untrusted: bool = True  # watch for spawned processes
     flush_bytes: int = 0
+    spin_us: float = 0.0
     record_ops: bool = True
     deadline: float = float("inf")  # time.monotonic() after which every wait gives up
     ours: bool = False  # runs only our code (baseline, torch.compile, expert): its failures are infra
@@ -160,7 +161,7 @@ class WorkerProcess:
         self._watcher.start()
         setup = Setup(device=self.cfg.device, arena_fd=self.arena.fd, arena_size=self.arena.size,
                       providers=providers, outputs=self.cfg.outputs, inputs=self.cfg.inputs,
-                      flush_bytes=self.cfg.flush_bytes, record_ops=self.cfg.record_ops)
+                      flush_bytes=self.cfg.flush_bytes, spin_us=self.cfg.spin_us, record_ops=self.cfg.record_ops)
         self._send(setup.model_dump_json())
 
     def wait_ready(self) -> list[str]:

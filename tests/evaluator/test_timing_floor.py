@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from evaluator.judge import _residual_floor
 from evaluator.runner import RunOptions, run
@@ -66,3 +67,27 @@ def test_the_timing_loop_stops_at_its_wall_budget():
     (w,) = result.workloads
     assert w.stop_reason == "wall budget"
     assert {t.count for t in w.timings.values()} == {3}
+
+
+def test_the_launch_spin_is_opt_in_and_reaches_every_timed_worker():
+    """``spin_us`` (TimingConfig) travels to each worker's Setup; it is off by default, and a
+    worker without a flush (the CPU) never spins. The worker keeps its own reference to the spin,
+    watched like its clock, so a kernel that replaces ``torch.cuda._sleep`` is tampering."""
+    from evaluator import worker
+    from evaluator.child import _worker
+    from evaluator.judge import TimingConfig
+    from evaluator.protocol import Setup
+
+    assert TimingConfig().spin_us == 0.0
+    assert TimingConfig.from_dict({"spin_us": 250}).spin_us == 250.0
+    setup = Setup(device="cuda", arena_fd=3, arena_size=1, providers={}, outputs=[], inputs=[], spin_us=250.0)
+    assert Setup.model_validate_json(setup.model_dump_json()).spin_us == 250.0
+    task = get_task("silu-and-mul")
+    job = SimpleNamespace(interpret=True, sandboxed=False)
+    dev = torch.device("cpu")
+    gpu_like = _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 1 << 20, spin_us=250.0)
+    cpu = _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 0, spin_us=250.0)
+    assert gpu_like.cfg.spin_us == 250.0 and cpu.cfg.spin_us == 0.0
+    watched = worker._watched()
+    assert watched["evaluator.worker._spin"] is worker._spin
+    assert watched["torch.cuda._sleep"] is worker._spin
