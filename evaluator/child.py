@@ -130,7 +130,7 @@ def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: 
     cfg = WorkerConfig(label=label, providers=providers, device=device if isinstance(device, str) else device.type,
                        interpret=job.interpret,
                        sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes,
-                       spin_us=spin_us if flush_bytes else 0.0, deadline=deadline,
+                       spin_us=spin_us, deadline=deadline,
                        ours=ours,
                        outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
                        inputs=[a.name for a in task.spec.inputs])

@@ -31,6 +31,13 @@ _TIME_TO_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond"
 _BYTES_TO_KIB = {"byte": 1 / 1024, "Kbyte": 1000 / 1024, "KB": 1000 / 1024, "Mbyte": 1e6 / 1024, "KiB": 1.0}
 
 
+def duration_us(value: str, unit: str) -> float:
+    """A kernel duration in µs; an unknown unit is an error, not a silent factor of one."""
+    if unit not in _TIME_TO_US:
+        raise ValueError(f"unknown duration unit {unit!r}")
+    return (_number(value) or 0.0) * _TIME_TO_US[unit]
+
+
 def _kib(value: str, unit: str) -> float:
     """A shared-memory size in KiB. ncu 2025 writes launch sizes per block ("Kbyte/block"),
     so the "/block" suffix is dropped before the unit is looked up; an unknown unit is an error
@@ -74,7 +81,7 @@ def _cell(metrics: dict[str, tuple[str, str]], name: str) -> str:
     if v is None:
         return value
     if name == "Duration":
-        return f"{v * _TIME_TO_US.get(unit, 1.0):,.1f}"
+        return f"{duration_us(value, unit):,.1f}"
     if name == "Dynamic Shared Memory Per Block":
         static = _kib(*metrics.get("Static Shared Memory Per Block", ("0", "byte")))
         return f"{_kib(value, unit) + static:,.1f}"

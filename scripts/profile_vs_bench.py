@@ -20,18 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ncu_summary  # noqa: E402
 
-_TO_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
-
 
 def kernel_us(csv_text: str) -> float:
     """Sum of the profiled launches' durations, in µs: the GPU time of one call's kernels."""
-    total = 0.0
-    for k in ncu_summary.parse(csv_text):
-        value, unit = k["metrics"]["Duration"]  # type: ignore[index]
-        if unit not in _TO_US:
-            raise ValueError(f"unknown duration unit {unit!r} for {k['name']}")
-        total += float(value.replace(",", "")) * _TO_US[unit]
-    return total
+    return sum(ncu_summary.duration_us(*k["metrics"]["Duration"])  # type: ignore[index]
+               for k in ncu_summary.parse(csv_text))
 
 
 def rows(suite: dict, csv_dir: Path) -> list[dict[str, object]]:

@@ -28,7 +28,6 @@ Needs a GPU. Usage:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -39,18 +38,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profile_kernel import load  # noqa: E402
+
+from evaluator.hardware import HardwareProfile  # noqa: E402
 from evaluator.inputs import make_inputs  # noqa: E402
+from evaluator.worker import _spin_cycles  # noqa: E402
 from tasks.registry import get_task  # noqa: E402
 
 METHODS = ("engine", "engine+gap", "spin", "read-flush", "no-sync")
-FLUSH_BYTES = 256 * 2**20  # the bench's flush size (evaluator/hardware.py)
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+FLUSH_BYTES = HardwareProfile.l2_flush_bytes  # the bench's flush size
 
 
 def summarize(samples: dict[str, list[float]]) -> dict[str, tuple[float, float, float]]:
@@ -64,22 +62,11 @@ def summarize(samples: dict[str, list[float]]) -> dict[str, tuple[float, float, 
     return out
 
 
-def _cycles_per_us() -> float:
-    """The spin's cycles per µs, calibrated with events (the SM clock is not known in advance)."""
-    torch.cuda._sleep(2_000_000)  # ramp the clocks first
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(2_000_000)
-    end.record()
-    torch.cuda.synchronize()
-    return 2_000_000 / (start.elapsed_time(end) * 1e3)
-
-
 def measure(call: Callable[[], object], rounds: int, spin_us: float) -> tuple[dict[str, list[float]], list[float]]:
     """Every method once per round, in a fixed order; returns µs per method and host enqueue µs."""
     dev = torch.device("cuda")
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
-    spin_cycles = int(spin_us * _cycles_per_us())
+    spin_cycles = _spin_cycles(spin_us)  # the engine's own calibration (evaluator/worker.py)
     samples: dict[str, list[float]] = {m: [] for m in METHODS}
     enqueue: list[float] = []
     for _ in range(rounds):
@@ -135,8 +122,8 @@ def main() -> None:
         slug, _, name = pair.partition(":")
         task = get_task(slug)
         w = next(x for x in task.workloads() if x.name == name)
-        baseline = _load(task.baseline_path, f"_ab_base_{task.spec.id}")
-        fn = getattr(_load(task.expert_path, f"_ab_expert_{task.spec.id}"), task.spec.entry_point)
+        baseline = load(task.baseline_path, f"_ab_base_{task.spec.id}")
+        fn = getattr(load(task.expert_path, f"_ab_expert_{task.spec.id}"), task.spec.entry_point)
         inputs = make_inputs(task, w.params, 0, torch.device("cuda"), baseline)
         for _ in range(5):  # compile, autotune, per-shape picks
             fn(**inputs)

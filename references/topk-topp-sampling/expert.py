@@ -46,7 +46,7 @@ def _race_update(best, best_i, s, idx):
 @triton.jit
 def _topk_topp_sample_fwd_kernel(
     logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, cand_v_ptr, cand_i_ptr,
-    stride_l, stride_q, B,
+    stride_l, stride_q, B,  # B: rows, only for the autotuner's key (resident programs per SM)
     V: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr, CB: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)

@@ -70,9 +70,10 @@ def test_the_timing_loop_stops_at_its_wall_budget():
 
 
 def test_the_launch_spin_is_opt_in_and_reaches_every_timed_worker():
-    """``spin_us`` (TimingConfig) travels to each worker's Setup; it is off by default, and a
-    worker without a flush (the CPU) never spins. The worker keeps its own reference to the spin,
-    watched like its clock, so a kernel that replaces ``torch.cuda._sleep`` is tampering."""
+    """``spin_us`` (TimingConfig) travels to each worker's Setup and is off by default (judge_task
+    passes it only on a GPU, like the flush; a CPU worker ignores it). The worker keeps its own
+    reference to the spin, watched like its clock, so a kernel that replaces
+    ``torch.cuda._sleep`` is tampering."""
     from evaluator import worker
     from evaluator.child import _worker
     from evaluator.judge import TimingConfig
@@ -85,9 +86,8 @@ def test_the_launch_spin_is_opt_in_and_reaches_every_timed_worker():
     task = get_task("silu-and-mul")
     job = SimpleNamespace(interpret=True, sandboxed=False)
     dev = torch.device("cpu")
-    gpu_like = _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 1 << 20, spin_us=250.0)
-    cpu = _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 0, spin_us=250.0)
-    assert gpu_like.cfg.spin_us == 250.0 and cpu.cfg.spin_us == 0.0
+    assert _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 1 << 20, spin_us=250.0).cfg.spin_us == 250.0
+    assert _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 1 << 20).cfg.spin_us == 0.0
     watched = worker._watched()
     assert watched["evaluator.worker._spin"] is worker._spin
     assert watched["torch.cuda._sleep"] is worker._spin
