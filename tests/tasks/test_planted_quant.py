@@ -19,8 +19,11 @@ pytestmark = pytest.mark.interpreter
 PLANTED = [
     # The codes are right but the scales sit at the wrong places of the [G, T_pad] buffer: only the
     # column-major workloads (S2, S3) can show it; q is compared dequantized with those scales.
+    # The slots the kernel never writes keep whatever torch.empty handed out, so some runs see a
+    # stray inf there and the non-finite check fires before the tolerance: either catch is right
+    # (a CI run on a fresh clone hit the inf case).
     Planted("fp8-per-token-group-quant", "quant_colmajor_scales_row_strides.py", ("S2", "S3"),
-            ("match-rate", "tolerance"), ("q", "scales")),
+            ("match-rate", "tolerance", "nan"), ("q", "scales")),
     # 0/0 codes in the zero rows: NaN is 127 steps from the zero code, canonicalize() rejects it.
     Planted("fp8-per-token-group-quant", "quant_missing_eps.py", ("S1",), ("canonicalize",), ()),
     Planted("fp8-blockwise-gemm", "block_gemm_stale_weight_scale.py", ("S1",), ("tolerance",), ("C",)),
