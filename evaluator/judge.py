@@ -490,7 +490,8 @@ class Judge:
             if rnd % 10 == 0:
                 progress(f"timing round {rnd + 1}")
 
-        residual = {p: statistics.median(w - t for w, t in zip(walls[p], times[p], strict=True)) for p in workers}
+        gaps = {p: [w - t for w, t in zip(walls[p], times[p], strict=True)] for p in workers}
+        residual = {p: statistics.median(g) for p, g in gaps.items()}
         floor = _residual_floor(residual, workers)
         result: dict[str, Timing] = {}
         for name, values in times.items():
@@ -505,8 +506,19 @@ class Judge:
                 mean_ms=statistics.fmean(s), min_ms=s[0], count=len(s), rel_stderr=stats.rel_stderr(s),
                 host_over_device=min(host_ms / med, MAX_RATIO) if med > 0 else MAX_RATIO,
                 compile_s=compile_s[name], checked_calls=checked[name], peak_mem_bytes=peak.get(name),
+                residual_ms=residual[name], **_residual_halves(gaps[name]),
             )
         return result, reason, findings, untimed
+
+
+def _residual_halves(gaps: list[float]) -> dict[str, float | None]:
+    """Median round-trip overhead over the first and the second half of a provider's timed calls
+    (in timing order), for telling a first-calls transient from a steady overhead."""
+    half = len(gaps) // 2
+    if half == 0:
+        return {"residual_first_half_ms": None, "residual_second_half_ms": None}
+    return {"residual_first_half_ms": statistics.median(gaps[:half]),
+            "residual_second_half_ms": statistics.median(gaps[half:])}
 
 
 def _residual_floor(residual: dict[str, float], workers: Mapping[str, Any]) -> float:

@@ -55,6 +55,13 @@ class Timing(_Model):
     compile_s: float  # first call (compile, autotune, load), excluded from the numbers
     checked_calls: int = 0  # timed calls whose output was compared with the reference
     peak_mem_bytes: int | None = None  # device memory the call allocated at its peak (peak_memory tasks)
+    # The round trip around the device time (judge's wall clock minus the worker's events, per
+    # call): its median over all timed calls, over the first and over the second half of them. The
+    # escape check compares the first with the floor; the halves tell a warm-up transient (first >
+    # second) from a steady overhead when a finding has to be explained.
+    residual_ms: float | None = None
+    residual_first_half_ms: float | None = None
+    residual_second_half_ms: float | None = None
 
 
 class WorkloadResult(_Model):
