@@ -85,6 +85,20 @@ def cheat_row(name: str, workload: str) -> dict:
             "wall_s": round(wall, 1)}
 
 
+def round_trip_us(timings: dict) -> str:
+    """Per provider, the median round trip around its device time in µs (first half / second
+    half of its timed calls): what the escape check compares, shown so a note can be explained."""
+    cells = []
+    for name, t in sorted(timings.items()):
+        if t.residual_ms is None:
+            continue
+        halves = ""
+        if t.residual_first_half_ms is not None:
+            halves = f" ({t.residual_first_half_ms * 1e3:.0f}/{t.residual_second_half_ms * 1e3:.0f})"
+        cells.append(f"{name} {t.residual_ms * 1e3:.0f}{halves}")
+    return ", ".join(cells)
+
+
 def expert_rows(command: str, jobs: int, only: list[str], save: Callable[[], None], rows: list[dict]) -> list[dict]:
     """Every task's expert kernel as the candidate: ``check`` on every workload (several tasks at
     once: correctness does not time anything), or ``bench`` on the first workload (one at a time)."""
@@ -98,7 +112,8 @@ def expert_rows(command: str, jobs: int, only: list[str], save: Callable[[], Non
                 "wall_s": round(wall, 1), "ok": task.status == "correct" and task.verdict == "clean",
                 "speedup": {w.name: round(w.speedup.get("candidate", 0.0), 3) for w in task.workloads if w.speedup},
                 "host_over_device": {w.name: round(w.timings["candidate"].host_over_device, 3)
-                                     for w in task.workloads if "candidate" in w.timings}}
+                                     for w in task.workloads if "candidate" in w.timings},
+                "round_trip_us": {w.name: round_trip_us(w.timings) for w in task.workloads if w.timings}}
 
     tasks = [t for t in load_tasks().tasks if not only or t.slug in only]
 
@@ -159,12 +174,14 @@ def markdown(report: dict) -> str:
         if not report.get(part):
             continue
         lines += ["", f"## {title}", "",
-                  "| task | status | verdict | speedup | host/device | findings / reason | wall s |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| task | status | verdict | speedup | host/device | round trip µs (1st/2nd half) "
+                  "| findings / reason | wall s |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in report[part]:
             note = "; ".join(r["findings"])[:200] or r["reason"][:200] or "-"
+            trips = "; ".join(f"{w}: {v}" for w, v in r.get("round_trip_us", {}).items() if v) or "-"
             lines.append(f"| {r['task']} | {r['status']} | {r['verdict']} | {r['speedup'] or '-'} | "
-                         f"{r['host_over_device'] or '-'} | {note.replace('|', '/')} | {r['wall_s']} |")
+                         f"{r['host_over_device'] or '-'} | {trips} | {note.replace('|', '/')} | {r['wall_s']} |")
     if report.get("overhead"):
         lines += ["", f"## Overhead: one task ({TASK}, expert as candidate, workload {report['overhead_workload']})",
                   "", "| setting | status | task wall s | baseline median ms | candidate median ms | checked calls |",

@@ -125,3 +125,26 @@ def test_timing_ab_summary_and_its_refusal_without_a_gpu() -> None:
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/timing_ab.py"), "causal-conv1d:W1"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1 and "needs a GPU" in proc.stderr
+
+
+def test_anticheat_report_shows_each_providers_round_trip_by_half() -> None:
+    """The expert table of the device anti-cheat report carries the round trip the escape check
+    compares (median, then first/second half): a W1 note can be read as transient or steady."""
+    from evaluator.result import Timing
+
+    mod = _load("anticheat_device")
+
+    def timing(res: float | None, first: float | None, second: float | None) -> Timing:
+        return Timing(median_ms=0.05, q1_ms=0.05, q3_ms=0.05, mean_ms=0.05, min_ms=0.05, count=8, rel_stderr=0.0,
+                      host_over_device=1.0, compile_s=0.0, residual_ms=res, residual_first_half_ms=first,
+                      residual_second_half_ms=second)
+
+    cell = mod.round_trip_us({"expert": timing(0.040, 0.041, 0.039), "candidate": timing(0.095, 0.150, 0.042),
+                              "baseline": timing(None, None, None)})
+    assert cell == "candidate 95 (150/42), expert 40 (41/39)"
+    row = {"task": "moe-unpermute-combine", "status": "correct", "verdict": "suspicious", "speedup": {"W1": 3.1},
+           "host_over_device": {"W1": 1.2}, "round_trip_us": {"W1": cell}, "findings": ["note"], "reason": "",
+           "wall_s": 9.0}
+    md = mod.markdown({"part": "experts", "when": "now", "gpu": "H200", "sandbox": "bwrap", "experts_bench": [row]})
+    assert "| round trip µs (1st/2nd half) |" in md
+    assert "| W1: candidate 95 (150/42), expert 40 (41/39) | note |" in md
