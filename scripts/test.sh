@@ -57,7 +57,11 @@ export D2K_TEST_SANDBOX=require  # bubblewrap was installed above: its tests mus
 ruff check .
 
 status=0
-python -m pytest "${@:-tests}" || status=$?
+# The engine and task tests (interpreter-bound) run in parallel workers, one per core up to four;
+# every test that uses a shared service runs in one of them (tests/conftest.py, xdist groups).
+workers="$(nproc)"
+if [ "$workers" -gt 4 ]; then workers=4; fi
+python -m pytest -n "$workers" --dist loadgroup "${@:-tests}" || status=$?
 if [ "$status" = 5 ]; then
   echo "scripts/test.sh: pytest collected no tests; that is a failure" >&2
   exit 1

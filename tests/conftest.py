@@ -47,6 +47,61 @@ def task_tree(tmp_path: Path) -> Callable[..., Path]:
     return build
 
 
+#: Test folders that use no shared service (no database, Redis, Celery worker or browser): the
+#: engine and the tasks never import Django. Their tests may run in parallel pytest-xdist workers.
+SERVICE_FREE = ("evaluator", "tasks")
+
+
+#: The xdist group of every other test (``--dist loadgroup`` in scripts/test.sh).
+SERVICES_GROUP = "services"
+
+
+def uses_services(item: pytest.Item) -> bool:
+    """Whether a test may touch a shared service: every test outside :data:`SERVICE_FREE`."""
+    tests_dir = Path(__file__).resolve().parent
+    path = Path(item.path).resolve()
+    return not path.is_relative_to(tests_dir) or path.relative_to(tests_dir).parts[0] not in SERVICE_FREE
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test outside :data:`SERVICE_FREE` joins one xdist group, so under ``--dist loadgroup``
+    they all run in one worker, one after another: they share Redis queues (a worker fixture
+    purges them), Celery workers and the database server, and are written to have them alone.
+    The interpreter-bound engine and task tests, most of the suite's time, spread over the rest."""
+    for item in items:
+        if uses_services(item):
+            item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP))
+
+
+class GroupingGuard:
+    """Fails every service test of a parallel run in which the services group did not take.
+
+    xdist groups by suffixing node ids (``...::test@services``). When it cannot (pytest 9.2 with
+    xdist 3.8, pytest-dev/pytest-xdist#1386) the tests are spread as if ungrouped, and the service
+    tests then collide on Redis queues and Celery workers: intermittent failures far from the
+    cause. Each such test fails at setup instead, naming the cause."""
+
+    def __init__(self) -> None:
+        self.ungrouped: set[str] = set()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if getattr(config.option, "loadgroup", False):  # set in xdist workers under --dist loadgroup
+            self.ungrouped = {i.nodeid for i in items
+                              if uses_services(i) and not i.nodeid.endswith(f"@{SERVICES_GROUP}")}
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.nodeid in self.ungrouped:
+            pytest.fail(f"--dist loadgroup did not put this service test in the {SERVICES_GROUP!r} group, so it "
+                        "could run beside another service test; this pytest-xdist cannot group under this "
+                        "pytest (see the pin in pyproject.toml)", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(GroupingGuard(), "d2k-grouping-guard")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     """Each test starts with an empty Django cache.
