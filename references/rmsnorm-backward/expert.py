@@ -91,7 +91,9 @@ def _rmsnorm_bwd_dw_reduce_kernel(part_ptr, dw_ptr, H, G: tl.constexpr, BLOCK_G:
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < H
     acc = tl.zeros((BLOCK_G, BLOCK_N), dtype=tl.float32)
-    for g0 in range(0, G, BLOCK_G):
+    # G is a constexpr: the loop unrolls, so every tile's load is issued before the first is summed
+    # (one L2 round trip per program, not one per tile: the partials were just written, by stage 1).
+    for g0 in tl.static_range(0, G, BLOCK_G):
         g = g0 + tl.arange(0, BLOCK_G)
         mask = (g[:, None] < G) & col_ok[None, :]
         acc += tl.load(part_ptr + g[:, None].to(tl.int64) * H + cols[None, :], mask=mask, other=0.0)
@@ -134,8 +136,10 @@ def rmsnorm_backward(
         dy, x, w, rstd, dx, part, T, H, G, dy.stride(0), x.stride(0), dx.stride(0),
         ROWS=rows, BLOCK_H=block, INTERPRET=x.device.type != "cuda", num_warps=num_warps,
     )
-    block_n = 64
+    # Stage 2 reads G x H fp32 partials (8.6 MB at W1). 32-column programs give H / 32 of them (128
+    # at H = 4096, where 64-column ones left half the SMs idle), each summing 128-row tiles.
+    block_n = 32
     _rmsnorm_bwd_dw_reduce_kernel[(triton.cdiv(H, block_n),)](
-        part, dw, H, G=G, BLOCK_G=32, BLOCK_N=block_n, num_warps=4,
+        part, dw, H, G=G, BLOCK_G=128, BLOCK_N=block_n, num_warps=8,
     )
     return dx, dw
