@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import os
 import subprocess
 import sys
@@ -83,6 +85,7 @@ def test_profile_driver_runs_the_expert_on_a_workload_without_a_gpu() -> None:
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, REPO_ROOT / f"scripts/{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -148,3 +151,39 @@ def test_anticheat_report_shows_each_providers_round_trip_by_half() -> None:
     md = mod.markdown({"part": "experts", "when": "now", "gpu": "H200", "sandbox": "bwrap", "experts_bench": [row]})
     assert "| round trip µs (1st/2nd half) |" in md
     assert "| W1: candidate 95 (150/42), expert 40 (41/39) | note |" in md
+
+
+def _timing(median_ms: float, min_ms: float, rel_stderr: float) -> dict[str, float]:
+    return {"median_ms": median_ms, "min_ms": min_ms, "rel_stderr": rel_stderr}
+
+
+def test_same_kernel_spread_pairs_the_expert_with_itself_and_splits_short_calls(tmp_path) -> None:
+    """Two workloads timed as expert and candidate (one short, one long), one without an expert:
+    ratios, the claimed spread (0.03 and 0.04 combine to 0.05) and the short/long split."""
+    suite = {"tasks": [{"slug": "t", "workloads": [
+        {"name": "W1", "timings": {"expert": _timing(0.100, 0.080, 0.03), "candidate": _timing(0.110, 0.0806, 0.04)}},
+        {"name": "W2", "timings": {"expert": _timing(2.0, 1.9, 0.003), "candidate": _timing(2.03, 1.9, 0.004)}},
+        {"name": "W3", "timings": {"candidate": _timing(1.0, 1.0, 0.01)}},
+    ]}]}
+    mod = _load("same_kernel_spread")
+    short, long = mod.pairs(suite)
+    assert (short.workload, long.workload) == ("W1", "W2")
+    assert short.median_ratio == pytest.approx(1.1) and short.min_ratio == pytest.approx(1.0075)
+    assert short.combined_stderr == pytest.approx(0.05)
+    assert short.z == pytest.approx(abs(math.log(1.1)) / 0.05)  # 1.9: within two
+    s_short, s_long = mod.split([short, long], short_ms=0.5)
+    assert (s_short.n, s_short.beyond_2se, s_short.minima_within_1pct) == (1, 0, 1)
+    assert s_short.worst_median_dev == pytest.approx(0.1)
+    assert (s_long.n, s_long.beyond_2se) == (1, 1)  # 1.5% apart against a claimed 0.5%
+    (tmp_path / "r.json").write_text(json.dumps(suite))
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/same_kernel_spread.py"), str(tmp_path / "r.json")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "| calls under 0.5 ms | 1 | 10.0% | 0.8% | 0 of 1 | 1 of 1 |" in out
+    assert "| t | W1 | 100.0 | 110.0 | 1.100 | 5.00% | 1.9 | 80.0 | 80.6 | 1.008 |" in out
+
+
+def test_same_kernel_spread_says_so_when_nothing_pairs(tmp_path) -> None:
+    (tmp_path / "r.json").write_text('{"tasks": [{"slug": "t", "workloads": []}]}')
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/same_kernel_spread.py"), str(tmp_path / "r.json")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "no workload" in proc.stderr
