@@ -187,3 +187,40 @@ def test_same_kernel_spread_says_so_when_nothing_pairs(tmp_path) -> None:
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/same_kernel_spread.py"), str(tmp_path / "r.json")],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "no workload" in proc.stderr
+
+
+STUB_PYTHON = r'''#!/bin/sh
+# Stands in for python3 on a GPU machine: records the engine's bench calls and writes a result
+# with the expert timed twice; pip is a no-op; anything else is the real interpreter.
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then exit 0; fi
+if [ "$1" = "-m" ] && [ "$2" = "evaluator" ]; then
+  echo "$*" >>"$CALLS"
+  while [ $# -gt 0 ]; do if [ "$1" = "--json" ]; then out="$2"; fi; shift; done
+  t='{"median_ms": 0.1, "min_ms": 0.08, "rel_stderr": 0.01}'
+  echo "{\"tasks\": [{\"slug\": \"s\", \"workloads\": [{\"name\": \"W1\", \"timings\": {\"expert\": $t, \"candidate\": $t}}]}]}" >"$out"
+  exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+'''
+
+
+def test_spin_aa_driver_benches_each_task_with_and_without_the_spin_in_alternating_order(tmp_path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "python3"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    out, calls = tmp_path / "out", tmp_path / "calls.txt"
+    out.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls),
+           "REAL_PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(REPO_ROOT / "scripts/device_spin_aa.sh"), "--spin-us", "250", "--tasks", "a b"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    order = [(line.split("--task ")[1].split()[0], line.split("spin_us=")[1].split()[0])
+             for line in calls.read_text().splitlines()]
+    assert order == [("a", "0"), ("a", "250"), ("b", "250"), ("b", "0")]
+    assert all("--compare expert" in line for line in calls.read_text().splitlines())
+    report = (out / "aa.md").read_text()
+    assert "## spin_us = 0" in report and "## spin_us = 250" in report
+    assert report.count("| calls under 0.5 ms | 2 |") == 2  # both tasks' pairs in each setting
