@@ -11,14 +11,7 @@
 #   bash scripts/device_anticheat.sh --part cheats|experts-check|experts-bench [--jobs N] [--tasks ...]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONUNBUFFERED=1
-if ! command -v bwrap >/dev/null 2>&1 && [ -x .bwrap/usr/bin/bwrap ]; then
-  export PATH="$PWD/.bwrap/usr/bin:$PATH"
-fi
+source scripts/device_env.sh || exit 1
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
   echo "bwrap: $(command -v bwrap || echo missing) $(bwrap --version 2>&1 | head -1)"

@@ -6,8 +6,7 @@
 #   bash scripts/device_bench.sh [extra bench args...]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source scripts/device_env.sh || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee "$OUT/nvidia-smi.txt"
 python3 -m evaluator ceilings --output "$OUT/ceilings.json" 2>&1 | tee "$OUT/log.txt"
 D2K_CEILINGS="$OUT/ceilings.json" python3 -m evaluator bench references --compare compile,expert \

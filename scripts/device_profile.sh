@@ -22,12 +22,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "${#PAIRS[@]}" -gt 0 ] || { echo "name at least one SLUG:WORKLOAD" >&2; exit 2; }
-if [ ! -d /tmp/site/pydantic ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-fi
+source scripts/device_env.sh || exit 1
 # TRITON_PRINT_AUTOTUNING: the log names the config each autotuned kernel picked, so a profile
 # says which of its candidates ran (the sm_90 preflight shows they differ, e.g. in spills).
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TRITON_PRINT_AUTOTUNING=1
+export TRITON_PRINT_AUTOTUNING=1
 LOG="$OUT/log.txt" R=/tmp/ncu
 mkdir -p "$R"
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -1)

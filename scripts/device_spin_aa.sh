@@ -21,13 +21,8 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-if [ ! -d /tmp/site/pydantic ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-fi
-if ! command -v bwrap >/dev/null 2>&1 && [ -x .bwrap/usr/bin/bwrap ]; then
-  export PATH="$PWD/.bwrap/usr/bin:$PATH"
-fi
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 D2K_CEILINGS=docs/results/h200-ceilings.json
+source scripts/device_env.sh || exit 1
+export D2K_CEILINGS=docs/results/h200-ceilings.json
 export TRITON_CACHE_DIR=/tmp/aa-triton
 LOG="$OUT/aa-log.txt"
 echo "tasks: $TASKS; spin: 0 and $SPIN us" | tee -a "$LOG"

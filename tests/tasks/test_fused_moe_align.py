@@ -8,22 +8,13 @@ chunks, many experts, a hot expert and tiles of 16-64 rows, in Triton's interpre
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tasks.registry import REPO_ROOT
+from tests.tasks.expert_script import run_against_expert
 
 pytestmark = pytest.mark.interpreter
 
 CHECK = r'''
-import importlib.util, os, sys
-os.environ["TRITON_INTERPRET"] = "1"
-import torch
-spec = importlib.util.spec_from_file_location("expert", "references/fused-moe-mlp/expert.py")
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
 n, E, bs = (int(a) for a in sys.argv[1:4])
 gen = torch.Generator().manual_seed(n * 7 + E)
 ids = torch.randint(0, E, (n,), generator=gen, dtype=torch.int32)
@@ -52,6 +43,4 @@ print("ok")
     (2100, 256, 32),  # 256 experts: two tails per fill program
 ])
 def test_expert_sort_matches_a_torch_reference(n: int, E: int, bs: int) -> None:
-    proc = subprocess.run([sys.executable, "-c", CHECK, str(n), str(E), str(bs)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    run_against_expert("fused-moe-mlp", CHECK, n, E, bs)

@@ -8,22 +8,13 @@ interpreter, against a float64 sum.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tasks.registry import REPO_ROOT
+from tests.tasks.expert_script import run_against_expert
 
 pytestmark = pytest.mark.interpreter
 
 CHECK = r'''
-import importlib.util, os, sys
-os.environ["TRITON_INTERPRET"] = "1"
-import torch, triton
-spec = importlib.util.spec_from_file_location("expert", "references/rmsnorm-backward/expert.py")
-mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mod)
 G, H = int(sys.argv[1]), int(sys.argv[2])
 part = torch.randn(G, H, generator=torch.Generator().manual_seed(G), dtype=torch.float32)
 dw = torch.full((H,), float("nan"))
@@ -36,6 +27,4 @@ print("ok")
 
 @pytest.mark.parametrize(("G", "H"), [(528, 100), (300, 64), (128, 40)])
 def test_column_reduction_sums_every_partial_row(G: int, H: int) -> None:
-    proc = subprocess.run([sys.executable, "-c", CHECK, str(G), str(H)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    run_against_expert("rmsnorm-backward", CHECK, G, H)
