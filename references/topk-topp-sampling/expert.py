@@ -44,10 +44,30 @@ def _race_update(best, best_i, s, idx):
 
 
 @triton.jit
+def _first_block(row, offs, V, other, PREFETCH: tl.constexpr):
+    """What a streaming pass holds before its first step: block 0 with PREFETCH, else nothing."""
+    if PREFETCH:
+        return tl.load(row + offs, mask=offs < V, other=other)
+    return tl.full(offs.shape, other, tl.float32)
+
+
+@triton.jit
+def _stream(row, start, offs, V, other, held, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+    """(block at ``start``, what to hold for the next step). With PREFETCH the block was loaded a
+    step ago (``held``) and the next one is requested now, before this one is used; without, the
+    block is loaded now and nothing is held."""
+    if PREFETCH:
+        nxt = start + BLOCK + offs
+        return held, tl.load(row + nxt, mask=nxt < V, other=other)
+    return tl.load(row + start + offs, mask=start + offs < V, other=other), held
+
+
+@triton.jit
 def _topk_topp_sample_fwd_kernel(
     logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, cand_v_ptr, cand_i_ptr,
     stride_l, stride_q, B,  # B: rows, only for the autotuner's key (resident programs per SM)
     V: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr, CB: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     kk = tl.load(k_ptr + row)
@@ -61,12 +81,14 @@ def _topk_topp_sample_fwd_kernel(
     best = neg_inf
     best_i = 2147483647
     if topk_on | topp_on:
-        # 1. max and normalizer, online per lane.
+        # 1. max and normalizer, online per lane. With PREFETCH, every streaming pass requests the
+        # next block before it uses the current one (two blocks in flight per program).
         m_vec = tl.full((BLOCK,), -1e30, tl.float32)
         z_vec = tl.zeros((BLOCK,), tl.float32)
+        x_next = _first_block(lrow, offs, V, -1e30, PREFETCH)
         for start in range(0, V, BLOCK):
             mask = start + offs < V
-            x = tl.load(lrow + start + offs, mask=mask, other=-1e30)
+            x, x_next = _stream(lrow, start, offs, V, -1e30, x_next, BLOCK, PREFETCH)
             m_new = tl.maximum(m_vec, x)
             z_vec = z_vec * tl.exp2((m_vec - m_new) * LOG2E) + tl.where(mask, tl.exp2((x - m_new) * LOG2E), 0.0)
             m_vec = m_new
@@ -74,9 +96,10 @@ def _topk_topp_sample_fwd_kernel(
         z = tl.sum(z_vec * tl.exp2((m_vec - m) * LOG2E), axis=0)
         # 2. histogram of (M - logit) in buckets of width 1/INV_W; the last bucket catches the tail.
         hist = tl.zeros((NB,), tl.int32)
+        x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
         for start in range(0, V, BLOCK):
             mask = start + offs < V
-            x = tl.load(lrow + start + offs, mask=mask, other=0.0)
+            x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
             b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
             hist += tl.histogram(b, NB, mask=mask)
         j = tl.arange(0, NB)
@@ -91,9 +114,10 @@ def _topk_topp_sample_fwd_kernel(
         cbase_v = cand_v_ptr + row * V
         cbase_i = cand_i_ptr + row * V
         n_c = 0
+        x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
         for start in range(0, V, BLOCK):
             mask = start + offs < V
-            x = tl.load(lrow + start + offs, mask=mask, other=0.0)
+            x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
             b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
             sel = mask & (b <= jl)
             pos = n_c + tl.cumsum(sel.to(tl.int32), axis=0) - 1
@@ -170,10 +194,12 @@ def _topk_topp_sample_fwd_kernel(
             c0 += CB
     else:
         # No filter at all: one race pass over the whole row.
+        x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
+        q_next = _first_block(qrow, offs, V, 1.0, PREFETCH)
         for start in range(0, V, BLOCK):
             mask = start + offs < V
-            x = tl.load(lrow + start + offs, mask=mask, other=0.0)
-            qv = tl.load(qrow + start + offs, mask=mask, other=1.0)
+            x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
+            qv, q_next = _stream(qrow, start, offs, V, 1.0, q_next, BLOCK, PREFETCH)
             s = tl.where(mask, x - tl.log(qv), neg_inf)
             best, best_i = _race_update(best, best_i, s, start + offs)
     tl.store(ids_ptr + row, best_i.to(tl.int64))
@@ -190,11 +216,17 @@ BLOCK, NUM_WARPS, NB, INV_W, CB = 4096, 16, 256, 8.0, 512
 #: flight (Nsight, docs/results/h200-profiles.md). The others trade threads per program for
 #: resident programs (two per SM at 8 warps, four at 4) or for bytes per load (8192-wide blocks):
 #: each holds 16 elements a thread per load, twice the current tile's bytes in flight per SM.
+#: PREFETCH (the next block requested before the current one is used) doubles the bytes in flight
+#: again, at 8-40 more registers: on sm_90 it fits the 16-warp 4096 tile (112 registers) and the
+#: 4-warp 2048 one (122-161) without spills, while the 8-warp and 8192-wide tiles spill with it
+#: (scripts/preflight_sm90.py), so those two run without it.
 _GPU_CONFIGS = [
-    triton.Config({"BLOCK": 4096}, num_warps=16),
-    triton.Config({"BLOCK": 8192}, num_warps=16),
-    triton.Config({"BLOCK": 4096}, num_warps=8),
-    triton.Config({"BLOCK": 2048}, num_warps=4),
+    triton.Config({"BLOCK": 4096, "PREFETCH": 0}, num_warps=16),
+    triton.Config({"BLOCK": 8192, "PREFETCH": 0}, num_warps=16),
+    triton.Config({"BLOCK": 4096, "PREFETCH": 0}, num_warps=8),
+    triton.Config({"BLOCK": 2048, "PREFETCH": 0}, num_warps=4),
+    triton.Config({"BLOCK": 4096, "PREFETCH": 1}, num_warps=16),
+    triton.Config({"BLOCK": 2048, "PREFETCH": 1}, num_warps=4),
 ]
 _topk_topp_sample_tuned = triton.autotune(configs=_GPU_CONFIGS, key=["V", "B"])(_topk_topp_sample_fwd_kernel)
 
@@ -211,7 +243,8 @@ def topk_topp_sampling(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q
     block = min(BLOCK, triton.next_power_of_2(V))
     if logits.device.type == "cpu" or block < BLOCK:  # the interpreter, or rows shorter than a tile
         _topk_topp_sample_fwd_kernel[(B,)](
-            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, num_warps=NUM_WARPS if block >= 4096 else 4,
+            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, PREFETCH=1,
+            num_warps=NUM_WARPS if block >= 4096 else 4,
         )
     else:
         _topk_topp_sample_tuned[(B,)](*args, V=V, NB=NB, INV_W=INV_W, CB=CB)

@@ -1,0 +1,41 @@
+"""The topk-topp-sampling expert draws the same tokens with and without PREFETCH.
+
+The GPU autotuner chooses among tiles with and without the prefetching streaming passes; the
+interpreter's expert runs take the prefetching one only. Both variants run here, in Triton's
+interpreter, on rows of several blocks (V = 20,000 over 4,096-wide blocks) with every filter mode
+and the task's own inputs: the ids must be identical, token for token.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tasks.expert_script import run_against_expert
+
+pytestmark = pytest.mark.interpreter
+
+CHECK = r'''
+spec_b = importlib.util.spec_from_file_location("baseline", "tasks/topk-topp-sampling/baseline.py")
+base = importlib.util.module_from_spec(spec_b)
+spec_b.loader.exec_module(base)
+filters = int(sys.argv[1])
+B, V = 6, 20000
+inp = base.make_inputs({"B": B, "V": V, "filters": filters}, torch.Generator().manual_seed(filters), torch.device("cpu"))
+ids = {}
+for prefetch in (0, 1):
+    out = torch.empty(B, dtype=torch.int64)
+    cand_v = torch.empty(B, V)
+    cand_i = torch.empty(B, V, dtype=torch.int32)
+    mod._topk_topp_sample_fwd_kernel[(B,)](
+        inp["logits"], inp["k"], inp["p"], inp["q"], out, cand_v, cand_i, V, V, B,
+        V=V, BLOCK=4096, NB=mod.NB, INV_W=mod.INV_W, CB=mod.CB, PREFETCH=prefetch)
+    ids[prefetch] = out
+assert torch.equal(ids[0], ids[1]), (ids[0].tolist(), ids[1].tolist())
+assert torch.equal(ids[1], base.topk_topp_sampling(**inp)), "differs from the eager baseline"
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("filters", [0, 1, 2])
+def test_prefetching_passes_draw_the_same_tokens(filters: int) -> None:
+    run_against_expert("topk-topp-sampling", CHECK, filters)
