@@ -506,19 +506,20 @@ class Judge:
                 mean_ms=statistics.fmean(s), min_ms=s[0], count=len(s), rel_stderr=stats.rel_stderr(s),
                 host_over_device=min(host_ms / med, MAX_RATIO) if med > 0 else MAX_RATIO,
                 compile_s=compile_s[name], checked_calls=checked[name], peak_mem_bytes=peak.get(name),
-                residual_ms=residual[name], **_residual_halves(gaps[name]),
+                residual_ms=residual[name], **_halves("residual", gaps[name]), **_halves("median", values),
             )
         return result, reason, findings, untimed
 
 
-def _residual_halves(gaps: list[float]) -> dict[str, float | None]:
-    """Median round-trip overhead over the first and the second half of a provider's timed calls
-    (in timing order), for telling a first-calls transient from a steady overhead."""
-    half = len(gaps) // 2
+def _halves(prefix: str, values: list[float]) -> dict[str, float | None]:
+    """``<prefix>_first_half_ms`` and ``<prefix>_second_half_ms``: the median of a provider's values
+    over the first and the second half of its timed calls (in timing order), which tell a
+    first-calls transient from a steady level; None with fewer than two calls."""
+    half = len(values) // 2
     if half == 0:
-        return {"residual_first_half_ms": None, "residual_second_half_ms": None}
-    return {"residual_first_half_ms": statistics.median(gaps[:half]),
-            "residual_second_half_ms": statistics.median(gaps[half:])}
+        return {f"{prefix}_first_half_ms": None, f"{prefix}_second_half_ms": None}
+    return {f"{prefix}_first_half_ms": statistics.median(values[:half]),
+            f"{prefix}_second_half_ms": statistics.median(values[half:])}
 
 
 def _residual_floor(residual: dict[str, float], workers: Mapping[str, Any]) -> float:

@@ -9,7 +9,9 @@ leaderboard can call real. This script sets the two side by side per workload:
 - the ratio of medians (candidate / expert) and of minima;
 - the spread the bench itself claims: the two ``rel_stderr`` combined
   (sqrt(a^2 + b^2)), and how many of those the log of the ratio is away (|z|);
-- a summary for short and for long calls (``--short-ms``, by the expert's median).
+- a summary for short and for long calls (``--short-ms``, by the expert's median);
+- where the results record them (engine runs after session 9), each worker's median over the
+  first and the second half of its timed calls, which shows whether one worker ran slower early.
 
 Usage: python3 scripts/same_kernel_spread.py RESULT_JSON [RESULT_JSON ...] [--short-ms MS] > table.md
 (bench results, as the engine writes them: one run each, or a merged suite.)
@@ -34,6 +36,7 @@ class Pair:
     expert_min_us: float
     candidate_min_us: float
     combined_stderr: float  # relative: the bench's own claim for the ratio of the medians
+    halves_us: str = "—"  # "expert first/second · candidate first/second" medians, when recorded
 
     @property
     def median_ratio(self) -> float:
@@ -59,8 +62,17 @@ def pairs(suite: dict) -> list[Pair]:
                 continue
             e, c = t["expert"], t["candidate"]
             out.append(Pair(task["slug"], w["name"], e["median_ms"] * 1e3, c["median_ms"] * 1e3,
-                            e["min_ms"] * 1e3, c["min_ms"] * 1e3, math.hypot(e["rel_stderr"], c["rel_stderr"])))
+                            e["min_ms"] * 1e3, c["min_ms"] * 1e3, math.hypot(e["rel_stderr"], c["rel_stderr"]),
+                            _halves(e, c)))
     return sorted(out, key=lambda p: p.expert_median_us)
+
+
+def _halves(expert: dict, candidate: dict) -> str:
+    keys = ("median_first_half_ms", "median_second_half_ms")
+    if any(t.get(k) is None for t in (expert, candidate) for k in keys):
+        return "—"
+    e1, e2, c1, c2 = (t[k] * 1e3 for t in (expert, candidate) for k in keys)
+    return f"{e1:,.1f}/{e2:,.1f} · {c1:,.1f}/{c2:,.1f}"
 
 
 @dataclass(frozen=True)
@@ -95,12 +107,14 @@ def markdown(rows: list[Pair], short_ms: float) -> str:
         lines.append(f"| {s.label} | {s.n} | {s.worst_median_dev:.1%} | {s.worst_min_dev:.1%} | {s.beyond_2se} of {s.n} "
                      f"| {s.minima_within_1pct} of {s.n} |")
     lines += ["", "| task | workload | expert median µs | candidate median µs | median ratio | claimed ± "
-              "| apart (± units) | expert min µs | candidate min µs | min ratio |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| apart (± units) | expert min µs | candidate min µs | min ratio "
+              "| medians by half µs (expert · candidate) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in rows:
         lines.append(
             f"| {p.task} | {p.workload} | {p.expert_median_us:,.1f} | {p.candidate_median_us:,.1f} | {p.median_ratio:.3f} "
-            f"| {p.combined_stderr:.2%} | {p.z:.1f} | {p.expert_min_us:,.1f} | {p.candidate_min_us:,.1f} | {p.min_ratio:.3f} |")
+            f"| {p.combined_stderr:.2%} | {p.z:.1f} | {p.expert_min_us:,.1f} | {p.candidate_min_us:,.1f} | {p.min_ratio:.3f} "
+            f"| {p.halves_us} |")
     return "\n".join(lines) + "\n"
 
 

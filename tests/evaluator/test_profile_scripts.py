@@ -179,7 +179,16 @@ def test_same_kernel_spread_pairs_the_expert_with_itself_and_splits_short_calls(
     out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/same_kernel_spread.py"), str(tmp_path / "r.json")],
                          capture_output=True, text=True, check=True).stdout
     assert "| calls under 0.5 ms | 1 | 10.0% | 0.8% | 0 of 1 | 1 of 1 |" in out
-    assert "| t | W1 | 100.0 | 110.0 | 1.100 | 5.00% | 1.9 | 80.0 | 80.6 | 1.008 |" in out
+    assert "| t | W1 | 100.0 | 110.0 | 1.100 | 5.00% | 1.9 | 80.0 | 80.6 | 1.008 | — |" in out
+
+
+def test_same_kernel_spread_shows_each_workers_halves_when_recorded() -> None:
+    halves = {"median_first_half_ms": 0.12, "median_second_half_ms": 0.1}
+    suite = {"tasks": [{"slug": "t", "workloads": [{"name": "W1", "timings": {
+        "expert": {**_timing(0.1, 0.08, 0.01), "median_first_half_ms": 0.1, "median_second_half_ms": 0.1},
+        "candidate": {**_timing(0.11, 0.08, 0.01), **halves}}}]}]}
+    (pair,) = _load("same_kernel_spread").pairs(suite)
+    assert pair.halves_us == "100.0/100.0 · 120.0/100.0"  # the candidate's worker was slow early
 
 
 def test_same_kernel_spread_says_so_when_nothing_pairs(tmp_path) -> None:

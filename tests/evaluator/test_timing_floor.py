@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from evaluator.judge import _residual_floor, _residual_halves
+from evaluator.judge import _halves, _residual_floor
 from evaluator.runner import RunOptions, run
 from tasks.registry import get_task
 
@@ -70,13 +70,15 @@ def test_the_timing_loop_stops_at_its_wall_budget():
     for t in w.timings.values():  # the round trip around each provider's device time is reported
         assert t.residual_ms is not None and t.residual_ms >= 0
         assert t.residual_first_half_ms is not None and t.residual_second_half_ms is not None
+        assert t.median_first_half_ms is not None and t.median_second_half_ms is not None
 
 
-def test_residual_halves_split_the_calls_in_timing_order():
+def test_halves_split_the_calls_in_timing_order():
     """A first-calls transient shows as a first half above the second; one call has no halves."""
-    halves = _residual_halves([0.09, 0.08, 0.07, 0.02, 0.02, 0.03])
+    halves = _halves("residual", [0.09, 0.08, 0.07, 0.02, 0.02, 0.03])
     assert halves == {"residual_first_half_ms": pytest.approx(0.08), "residual_second_half_ms": pytest.approx(0.02)}
-    assert _residual_halves([0.05]) == {"residual_first_half_ms": None, "residual_second_half_ms": None}
+    assert _halves("residual", [0.05]) == {"residual_first_half_ms": None, "residual_second_half_ms": None}
+    assert _halves("median", [1.0, 3.0, 2.0, 5.0]) == {"median_first_half_ms": 2.0, "median_second_half_ms": 3.5}
 
 
 def test_the_launch_spin_is_opt_in_and_reaches_every_timed_worker():
