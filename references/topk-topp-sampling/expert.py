@@ -217,7 +217,7 @@ BLOCK, NUM_WARPS, NB, INV_W, CB = 4096, 16, 256, 8.0, 512
 #: resident programs (two per SM at 8 warps, four at 4) or for bytes per load (8192-wide blocks):
 #: each holds 16 elements a thread per load, twice the current tile's bytes in flight per SM.
 #: PREFETCH (the next block requested before the current one is used) doubles the bytes in flight
-#: again, at 8-40 more registers: on sm_90 it fits the 16-warp 4096 tile (112 registers) and the
+#: again, at up to 35 more registers: on sm_90 it fits the 16-warp 4096 tile (112 registers) and the
 #: 4-warp 2048 one (122-161) without spills, while the 8-warp and 8192-wide tiles spill with it
 #: (scripts/preflight_sm90.py), so those two run without it.
 _GPU_CONFIGS = [

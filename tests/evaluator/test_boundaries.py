@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tasks.registry import REPO_ROOT
+from tests.conftest import SERVICE_FREE
 
 #: Top-level packages that belong to the site or talk to its services.
 SITE_PACKAGES = {"django", "rest_framework", "celery", "kombu", "redis", "psycopg", "psycopg2", "playwright",
@@ -55,7 +56,7 @@ def test_the_engine_and_the_tasks_import_nothing_of_the_site() -> None:
 
 def test_the_parallel_test_folders_use_no_shared_service() -> None:
     bad = {}
-    for p in sources("tests/evaluator", "tests/tasks"):
+    for p in sources(*(f"tests/{folder}" for folder in SERVICE_FREE)):
         found = sorted((imported_packages(p) & SITE_PACKAGES) | (fixture_arguments(p) & SERVICE_FIXTURES))
         if found:
             bad[str(p.relative_to(REPO_ROOT))] = found
