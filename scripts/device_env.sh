@@ -11,3 +11,20 @@ if ! command -v bwrap >/dev/null 2>&1 && [ -x .bwrap/usr/bin/bwrap ]; then
   export PATH="$PWD/.bwrap/usr/bin:$PATH"
 fi
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+# The ceilings SOL fractions use are the card's own, never another card's: the H200's were measured
+# once and are kept in docs/results/h200-ceilings.json; on any other card (the device tool may lend
+# an H100 for the same call) they are measured here first (`python -m evaluator ceilings`, ~10 s),
+# once per warm machine, and a copy goes back in $OUT/ceilings.json so the results can cite them.
+D2K_GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+export D2K_GPU
+case "$D2K_GPU" in
+  *H200*) export D2K_CEILINGS=docs/results/h200-ceilings.json ;;
+  *)
+    export D2K_CEILINGS="${D2K_CEILINGS_CACHE:-/tmp/d2k-ceilings.json}"
+    if [ ! -s "$D2K_CEILINGS" ]; then
+      python3 -m evaluator ceilings --output "$D2K_CEILINGS" >/dev/null || return 1
+    fi
+    if [ -n "${OUT:-}" ]; then cp "$D2K_CEILINGS" "$OUT/ceilings.json"; fi
+    ;;
+esac
+echo "card: ${D2K_GPU:-none}; ceilings: $D2K_CEILINGS"

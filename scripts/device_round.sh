@@ -36,7 +36,6 @@ done
 source scripts/device_env.sh || exit 1
 W="$PWD/.devround"
 mkdir -p "$W/triton" "$W/inductor"
-export D2K_CEILINGS=docs/results/h200-ceilings.json
 export TRITON_CACHE_DIR="$W/triton" TORCHINDUCTOR_CACHE_DIR="$W/inductor" W
 LOG="$OUT/log.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$W/nvidia-smi.txt"

@@ -22,7 +22,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 source scripts/device_env.sh || exit 1
-export D2K_CEILINGS=docs/results/h200-ceilings.json
 export TRITON_CACHE_DIR=/tmp/aa-triton
 LOG="$OUT/aa-log.txt"
 echo "tasks: $TASKS; spin: 0 and $SPIN us" | tee -a "$LOG"

@@ -1,11 +1,18 @@
-"""PyTorch-eager baseline, recurrent fp64 reference and inputs for T24 ``gated-delta-rule-chunked``.
+"""PyTorch-eager baseline, exact fp64 references and inputs for T24 ``gated-delta-rule-chunked``.
 
 The baseline is flash-linear-attention's chunked reference for the gated delta rule, in fp32:
 l2-normalized q and k, chunks of 64, the gate cumsum, the masked K·Kᵀ, a row loop for the
 triangular inverse, the WY products, then a Python loop over chunks carrying the state. Grouped
 value heads expand q and k by repetition; packed variable-length input loops over sequences.
 
-The reference is the token-by-token recurrence in fp64 (all sequences advanced together).
+The reference is the delta rule solved exactly chunk by chunk in fp64 (all sequences advanced
+together): within a chunk of 64 tokens the unit lower triangular system of the WY/UT form is solved
+directly, and only the chunk states are carried sequentially. That is the same function as the
+token-by-token recurrence, up to fp64 rounding; the recurrence is kept as ``recurrent_reference``,
+the definition, and tests/tasks/test_gated_delta_reference.py checks the two against each other.
+Why not the recurrence itself: at 65,536 tokens (W3) it is 65,536 sequential steps of about ten
+small kernels, ~30 s per call on the H200, and the judge calls the reference for every correctness
+trial and for sampled timed calls; the chunk-wise form takes 64x fewer sequential steps.
 """
 
 from __future__ import annotations
@@ -104,11 +111,12 @@ def gated_delta_rule_chunked(
     return o.to(q.dtype), final.contiguous()
 
 
-def reference(
+def recurrent_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
     initial_state: torch.Tensor, cu_seqlens: torch.Tensor, scale: float, varlen: int, n_final: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The delta rule token by token in fp64, every sequence advanced together (padded at the end)."""
+    """The definition: the delta rule token by token in fp64, every sequence advanced together
+    (padded at the end). Too slow to be the judge's reference at long lengths; see ``reference``."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     f64 = torch.float64
@@ -136,6 +144,80 @@ def reference(
         vt = bet[:, t, :, None] * (vs[:, t] - torch.einsum("nhkv,nhk->nhv", S, kt))
         S = S + kt[..., None] * vt[:, :, None, :]
         out[:, t] = torch.einsum("nhkv,nhk->nhv", S, qs[:, t])
+    o = torch.empty(B * T, HV, V, dtype=f64, device=dev)
+    o[idx[valid]] = out[valid]
+    final = S if n_final else S[:0]
+    return o.reshape(B, T, HV, V), final
+
+
+def reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+    initial_state: torch.Tensor, cu_seqlens: torch.Tensor, scale: float, varlen: int, n_final: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same function as ``recurrent_reference``, solved exactly chunk by chunk in fp64.
+
+    Take one chunk, one sequence and value head, with incoming state S0 and Γ_i = g_1 + ... + g_i
+    the chunk's cumulative log decay through token i. The state token i's update acts on (after its
+    decay) is e^{Γ_i} S0 + Σ_{j<i} e^{Γ_i - Γ_j} k_j ṽ_jᵀ, so ṽ_i = β_i (v_i - (that state)ᵀ k_i) reads
+
+        ṽ_i + Σ_{j<i} β_i (k_i·k_j) e^{Γ_i - Γ_j} ṽ_j = β_i v_i - β_i e^{Γ_i} S0ᵀ k_i,
+
+    i.e. (I + A) Ṽ = diag(β) V - diag(β e^Γ) K S0 with A strictly lower triangular. Solving the unit
+    triangular system once for both right-hand sides, U = (I + A)^-1 diag(β) V and
+    W = (I + A)^-1 diag(β e^Γ) K, neither of which depends on S0, gives Ṽ = U - W S0. Then
+    o_i = e^{Γ_i} S0ᵀ q_i + Σ_{j<=i} e^{Γ_i - Γ_j} (q_i·k_j) ṽ_j and the outgoing state is
+    e^{Γ_C} S0 + Σ_j e^{Γ_C - Γ_j} k_j ṽ_jᵀ. Everything but this last update is computed for all
+    chunks at once; the sweep over chunks is the only sequential part. Steps past a sequence's end
+    (padding up to the longest sequence, then to a whole chunk) have g = 0 and β = 0: their row of A
+    and of the right-hand side is zero, so ṽ = 0 and the step is the identity, as in the recurrence.
+    """
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    f64 = torch.float64
+    dev = q.device
+    C = CHUNK
+    bounds = cu_seqlens.tolist()
+    N = len(bounds) - 1
+    lens = [bounds[i + 1] - bounds[i] for i in range(N)]
+    n = -(-max(lens) // C)
+    L = n * C
+    idx = torch.zeros(N, L, dtype=torch.long, device=dev)
+    valid = torch.zeros(N, L, dtype=torch.bool, device=dev)
+    for i in range(N):
+        idx[i, :lens[i]] = torch.arange(bounds[i], bounds[i + 1], device=dev)
+        valid[i, :lens[i]] = True
+    rep = HV // H
+
+    def chunked(x: torch.Tensor) -> torch.Tensor:  # [N, L, HV, D] -> [n, N, HV, C, D], chunks contiguous
+        return x.reshape(N, n, C, HV, x.size(-1)).permute(1, 0, 3, 2, 4).contiguous()
+
+    qs = chunked(_l2norm(q.to(f64).reshape(B * T, H, K)).repeat_interleave(rep, dim=1)[idx] * scale)
+    ks = chunked(_l2norm(k.to(f64).reshape(B * T, H, K)).repeat_interleave(rep, dim=1)[idx])
+    vs = chunked(v.to(f64).reshape(B * T, HV, V)[idx])
+    gs = chunked(torch.where(valid[..., None], g.to(f64).reshape(B * T, HV)[idx], 0.0)[..., None])[..., 0]
+    bs = chunked(torch.where(valid[..., None], beta.to(f64).reshape(B * T, HV)[idx], 0.0)[..., None])
+    G = gs.cumsum(-1)  # [n, N, HV, C]
+    causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
+    # e^{Γ_i - Γ_j} on and below the diagonal, 0 above it (masked before exp: Γ_i - Γ_j > 0 there)
+    decay = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()
+    eG = G.exp()[..., None]
+    A = (bs * (ks @ ks.transpose(-1, -2)) * decay).tril(-1)
+    eye = torch.eye(C, dtype=f64, device=dev)
+    UW = torch.linalg.solve_triangular(eye + A, torch.cat([bs * vs, bs * eG * ks], -1), upper=False,
+                                       unitriangular=True)
+    U, W = UW[..., :V], UW[..., V:]
+    P = (qs @ ks.transpose(-1, -2)) * decay  # intra-chunk causal scores, diagonal included
+    Qd = qs * eG  # reads the incoming state
+    Kd = ks * (G[..., -1:] - G).exp()[..., None]  # writes the outgoing state
+    gC = G[..., -1].exp()[..., None, None]
+    del qs, ks, vs, bs, A, UW, decay
+    S = initial_state.to(f64).clone() if initial_state.size(0) else torch.zeros(N, HV, K, V, dtype=f64, device=dev)
+    out = torch.empty(n, N, HV, C, V, dtype=f64, device=dev)
+    for c in range(n):
+        vn = U[c] - W[c] @ S
+        out[c] = Qd[c] @ S + P[c] @ vn
+        S = S * gC[c] + Kd[c].transpose(-1, -2) @ vn
+    out = out.permute(1, 0, 3, 2, 4).reshape(N, L, HV, V)
     o = torch.empty(B * T, HV, V, dtype=f64, device=dev)
     o[idx[valid]] = out[valid]
     final = S if n_final else S[:0]

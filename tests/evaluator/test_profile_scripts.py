@@ -204,6 +204,7 @@ STUB_PYTHON = r'''#!/bin/sh
 if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then exit 0; fi
 if [ "$1" = "-m" ] && [ "$2" = "evaluator" ]; then
   echo "$*" >>"$CALLS"
+  if [ "$3" = "ceilings" ]; then echo '{"gpu": "NVIDIA H100 80GB HBM3", "copy_GBps": 3000.0}' >"$5"; exit 0; fi
   while [ $# -gt 0 ]; do if [ "$1" = "--json" ]; then out="$2"; fi; shift; done
   t='{"median_ms": 0.1, "min_ms": 0.08, "rel_stderr": 0.01}'
   echo "{\"tasks\": [{\"slug\": \"s\", \"workloads\": [{\"name\": \"W1\", \"timings\": {\"expert\": $t, \"candidate\": $t}}]}]}" >"$out"
@@ -219,17 +220,22 @@ def test_spin_aa_driver_benches_each_task_with_and_without_the_spin_in_alternati
     stub = bin_dir / "python3"
     stub.write_text(STUB_PYTHON)
     stub.chmod(0o755)
+    smi = bin_dir / "nvidia-smi"  # an H100: no stored ceilings, so they are measured first
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3'\n")
+    smi.chmod(0o755)
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     out.mkdir()
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out), "CALLS": str(calls),
-           "REAL_PYTHON": sys.executable}
+           "REAL_PYTHON": sys.executable, "D2K_CEILINGS_CACHE": str(tmp_path / "ceilings.json")}
     done = subprocess.run(["bash", str(REPO_ROOT / "scripts/device_spin_aa.sh"), "--spin-us", "250", "--tasks", "a b"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    order = [(line.split("--task ")[1].split()[0], line.split("spin_us=")[1].split()[0])
-             for line in calls.read_text().splitlines()]
+    lines = calls.read_text().splitlines()
+    assert lines[0].startswith("-m evaluator ceilings --output")  # the card's own ceilings, before any bench
+    assert json.loads((out / "ceilings.json").read_text())["gpu"] == "NVIDIA H100 80GB HBM3"
+    order = [(line.split("--task ")[1].split()[0], line.split("spin_us=")[1].split()[0]) for line in lines[1:]]
     assert order == [("a", "0"), ("a", "250"), ("b", "250"), ("b", "0")]
-    assert all("--compare expert" in line for line in calls.read_text().splitlines())
+    assert all("--compare expert" in line for line in lines[1:])
     report = (out / "aa.md").read_text()
     assert "## spin_us = 0" in report and "## spin_us = 250" in report
     assert report.count("| calls under 0.5 ms | 2 |") == 2  # both tasks' pairs in each setting
