@@ -209,6 +209,7 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
     else:
         workers = [_worker("candidate", _candidate_providers(job, task, timing), task, job, device, size, deadline,
                            True, flush, spin_us=spin)]
+    results: list[WorkloadResult] = []
     try:
         try:
             # The timing workers start now, beside the candidate's, so their imports overlap its
@@ -223,8 +224,8 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
             return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=str(exc)[:4000],
                               findings=findings, **_tails(workers))
         judge = Judge(task, reference_fn, baseline_fn, baseline_mod, device, workers[0])
-        results, all_ok = _judge_workloads(job, task, judge, workloads, timing, cfg, profile, reporter,
-                                           timing_workers)
+        all_ok = _judge_workloads(job, task, judge, workloads, timing, cfg, profile, reporter, timing_workers,
+                                  results)
         for w in workers:
             if w.ready:  # a timing worker never needed (nothing was correct) is only closed
                 w.finish()
@@ -233,8 +234,14 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
             else "unjudged"
         status = "timeout" if exc.code == errors.USER_TIMEOUT else "crashed" if exc.code in (
             errors.USER_CRASH, errors.USER_EXIT) else "error"
-        return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=str(exc)[:4000],
-                          verdict=verdict, findings=findings, **_tails(workers))
+        # The workloads finished before the failure keep their results (a bench that runs out of time
+        # on its last workload still shows the others); the task's status is the failure's.
+        reason = str(exc)
+        if results:
+            stopped = workloads[len(results)].name if len(results) < len(workloads) else "the end"
+            reason += f" (stopped while judging {stopped}; kept: the results of {', '.join(w.name for w in results)})"
+        return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=reason[:4000],
+                          verdict=verdict, findings=findings, workloads=results, **_tails(workers))
     except errors.SubmissionError as exc:
         cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH)
         return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000],
@@ -277,8 +284,9 @@ def _tails(workers: list[Any]) -> dict[str, str]:
 
 
 def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timing: bool, cfg: Any, profile: Any,
-                     reporter: Reporter, timing_workers: dict[str, Any]) -> tuple[list[WorkloadResult], bool]:
-    results: list[WorkloadResult] = []
+                     reporter: Reporter, timing_workers: dict[str, Any], results: list[WorkloadResult]) -> bool:
+    """Judge ``workloads`` in order, appending each finished one to ``results`` as it completes (so
+    a failure part-way leaves the caller the finished ones). True when every one was correct."""
     all_ok = True
     timed: dict[str, Any] = {}
     for i, w in enumerate(workloads):
@@ -312,7 +320,7 @@ def _judge_workloads(job: Job, task: Any, judge: Any, workloads: list[Any], timi
                 set_sol(wr, profile, task.compute_dtype(w.params))
         all_ok &= ok
         results.append(wr)
-    return results, all_ok
+    return all_ok
 
 
 def _launch_timing_workers(job: Job, task: Any, device: Any, size: int, deadline: float,

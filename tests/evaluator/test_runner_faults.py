@@ -89,3 +89,18 @@ def test_forged_result_line_on_stdout_is_ignored(tmp_path):
     body = f"    print({forged!r})\n    raise RuntimeError('wrong')"
     (task,) = _run([_kernel(tmp_path, "forge", body)]).tasks
     assert task.status == "incorrect"
+
+
+def test_a_timeout_part_way_keeps_the_workloads_already_judged(tmp_path):
+    """The expert's code, made to hang on the second shape it sees: S1 is judged and kept, the task
+    still times out, and the reason names where it stopped (a bench that runs out of time on its
+    last workload no longer loses the others)."""
+    path = tmp_path / "late_hang.py"
+    path.write_text(EXPERT.read_text() + (
+        "\n\n_expert_entry = silu_and_mul\n_shapes = []\n\n\ndef silu_and_mul(x):\n"
+        "    import time\n    if tuple(x.shape) not in _shapes:\n        _shapes.append(tuple(x.shape))\n"
+        "    if len(_shapes) > 1:\n        time.sleep(3600)\n    return _expert_entry(x)\n"))
+    (task,) = _run([path], timeout_s=40).tasks
+    assert task.status == "timeout" and task.error_code == "eval:user:timeout"
+    assert [w.name for w in task.workloads] == ["S1"] and task.workloads[0].correct
+    assert "stopped while judging S2; kept: the results of S1" in task.reason
