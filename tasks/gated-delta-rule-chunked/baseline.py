@@ -111,6 +111,22 @@ def gated_delta_rule_chunked(
     return o.to(q.dtype), final.contiguous()
 
 
+def _sequence_index(cu_seqlens: torch.Tensor, multiple: int, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The packed token index of every sequence's steps, [N, L], and which steps are real: the
+    references advance all sequences together, padded at the end to the longest one, rounded up to
+    ``multiple``. A padded step points at token 0; the references make it the identity."""
+    bounds = cu_seqlens.tolist()
+    N = len(bounds) - 1
+    lens = [bounds[i + 1] - bounds[i] for i in range(N)]
+    L = -(-max(lens) // multiple) * multiple
+    idx = torch.zeros(N, L, dtype=torch.long, device=dev)
+    valid = torch.zeros(N, L, dtype=torch.bool, device=dev)
+    for i in range(N):
+        idx[i, :lens[i]] = torch.arange(bounds[i], bounds[i + 1], device=dev)
+        valid[i, :lens[i]] = True
+    return idx, valid
+
+
 def recurrent_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
     initial_state: torch.Tensor, cu_seqlens: torch.Tensor, scale: float, varlen: int, n_final: int,
@@ -121,15 +137,8 @@ def recurrent_reference(
     HV, V = v.shape[2], v.shape[3]
     f64 = torch.float64
     dev = q.device
-    bounds = cu_seqlens.tolist()
-    N = len(bounds) - 1
-    lens = [bounds[i + 1] - bounds[i] for i in range(N)]
-    Lmax = max(lens)
-    idx = torch.zeros(N, Lmax, dtype=torch.long, device=dev)
-    valid = torch.zeros(N, Lmax, dtype=torch.bool, device=dev)
-    for i in range(N):
-        idx[i, :lens[i]] = torch.arange(bounds[i], bounds[i + 1], device=dev)
-        valid[i, :lens[i]] = True
+    idx, valid = _sequence_index(cu_seqlens, 1, dev)
+    N, Lmax = idx.shape
     rep = HV // H
     qs = _l2norm(q.to(f64).reshape(B * T, H, K)).repeat_interleave(rep, dim=1)[idx] * scale
     ks = _l2norm(k.to(f64).reshape(B * T, H, K)).repeat_interleave(rep, dim=1)[idx]
@@ -176,16 +185,9 @@ def reference(
     f64 = torch.float64
     dev = q.device
     C = CHUNK
-    bounds = cu_seqlens.tolist()
-    N = len(bounds) - 1
-    lens = [bounds[i + 1] - bounds[i] for i in range(N)]
-    n = -(-max(lens) // C)
-    L = n * C
-    idx = torch.zeros(N, L, dtype=torch.long, device=dev)
-    valid = torch.zeros(N, L, dtype=torch.bool, device=dev)
-    for i in range(N):
-        idx[i, :lens[i]] = torch.arange(bounds[i], bounds[i + 1], device=dev)
-        valid[i, :lens[i]] = True
+    idx, valid = _sequence_index(cu_seqlens, C, dev)
+    N, L = idx.shape
+    n = L // C
     rep = HV // H
 
     def chunked(x: torch.Tensor) -> torch.Tensor:  # [N, L, HV, D] -> [n, N, HV, C, D], chunks contiguous
