@@ -92,7 +92,7 @@ CEILINGS_ENV = "D2K_CEILINGS"
 def calibrated(profile: HardwareProfile, ceilings: dict) -> HardwareProfile:
     """``profile`` with the ceilings measured on this node by ``python -m evaluator ceilings``."""
     peaks = dict(profile.peak_tflops)
-    for dtype in ("bf16", "fp16"):
+    for dtype in ("bf16", "fp16", "fp8e4m3", "int8"):
         if f"{dtype}_matmul_TFLOPs" in ceilings:
             peaks[dtype] = round(float(ceilings[f"{dtype}_matmul_TFLOPs"]), 1)
     return dataclasses.replace(

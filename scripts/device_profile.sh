@@ -31,7 +31,7 @@ mkdir -p "$R"
 NCU=$(command -v ncu || ls -d /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | tail -1)
 if [ -z "$NCU" ] || [ ! -x "$NCU" ]; then echo "ncu not found" | tee -a "$LOG"; exit 1; fi
 echo "ncu: $NCU ($("$NCU" --version | tail -1))" | tee -a "$LOG"
-echo "# Nsight Compute profiles ($PROVIDER kernels, NVIDIA H200, $(date -u +%FT%TZ))" >"$OUT/profile.md"
+echo "# Nsight Compute profiles ($PROVIDER kernels, ${D2K_GPU:-unknown GPU}, $(date -u +%FT%TZ))" >"$OUT/profile.md"
 echo >>"$OUT/profile.md"
 for pair in "${PAIRS[@]}"; do
   slug=${pair%%:*} w=${pair##*:} name="${pair%%:*}-${pair##*:}"

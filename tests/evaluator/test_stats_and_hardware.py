@@ -49,5 +49,10 @@ def test_detect_by_gpu_name_and_calibration(tmp_path, monkeypatch):
     calibrated = hardware.detect("NVIDIA H200")
     assert calibrated.memory_bandwidth_gbs == 4273.1 and calibrated.peak_tflops["bf16"] == 686.7
     assert "calibrated" in calibrated.provenance
+    assert calibrated.peak_tflops["fp8e4m3"] == hardware.PROFILES["h200"].peak_tflops["fp8e4m3"]  # not measured
+    path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "copy_GBps": 3018.3, "bf16_matmul_TFLOPs": 683.2,
+                                "fp8e4m3_matmul_TFLOPs": 1301.04, "int8_matmul_TFLOPs": 1402.96}))
+    h100 = hardware.detect("NVIDIA H100 80GB HBM3")
+    assert h100.peak_tflops["fp8e4m3"] == 1301.0 and h100.peak_tflops["int8"] == 1403.0  # the 8-bit rates too
     path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "copy_GBps": 1.0}))
     assert hardware.detect("NVIDIA H200").memory_bandwidth_gbs == hardware.PROFILES["h200"].memory_bandwidth_gbs
