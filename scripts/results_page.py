@@ -21,7 +21,17 @@ from evaluator.result import RunResult  # noqa: E402
 from tasks.registry import load_tasks  # noqa: E402
 
 
+class MixedCards(ValueError):
+    pass
+
+
 def merge(results: list[RunResult]) -> RunResult:
+    """One page's results, task by task; every result must come from the same kind of GPU (the
+    speedups would survive a mix, but the SOL column and the page's ceilings line would not)."""
+    cards = sorted({r.hardware.name for r in results})
+    if len(cards) > 1:
+        raise MixedCards(f"these results come from different hardware profiles ({', '.join(cards)}); "
+                         "make one page per profile")
     by_slug = {}
     for r in results:
         for t in r.tasks:
@@ -42,7 +52,10 @@ def main() -> None:
     tree = load_tasks()
     results = [RunResult.model_validate(json.loads(p.read_text())) for p in args.results]
     changed = [line for r in results for line in suite_report.reroof(r, tree.tasks)]
-    merged = merge(results)
+    try:
+        merged = merge(results)
+    except MixedCards as exc:
+        sys.exit(f"error: {exc}: " + ", ".join(f"{p} ({r.hardware.name})" for p, r in zip(args.results, results, strict=True)))
     dtypes = {f"{t.slug}/{w.name}": t.compute_dtype(w.params) for t in tree.tasks for w in t.workloads()}
     text = report.markdown(merged, args.command)
     if args.title:

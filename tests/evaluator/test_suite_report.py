@@ -99,3 +99,18 @@ def test_reroof_recomputes_sol_with_todays_formula_and_leaves_times_alone() -> N
         assert 0 < w.sol_fraction["candidate"] < 1
         assert not any("speed of light" in f for f in w.findings)
     assert suite_report.reroof(run, load_tasks().tasks) == []  # already current: nothing to redo
+
+
+def test_the_results_page_never_merges_two_kinds_of_gpu() -> None:
+    import importlib.util
+
+    import pytest
+
+    spec = importlib.util.spec_from_file_location("results_page", REPO_ROOT / "scripts/results_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    h200 = _run()
+    h100 = h200.model_copy(update={"hardware": h200.hardware.model_copy(update={"name": "h100"})})
+    assert [t.slug for t in page.merge([h200, h200]).tasks] == [t.slug for t in h200.tasks]
+    with pytest.raises(page.MixedCards, match="h100, h200"):
+        page.merge([h200, h100])
