@@ -2,8 +2,7 @@
 
 Bandwidth counts bytes read plus bytes written of a large device-to-device copy; the rates are
 8192^3 products on random data (never zeros: zeros run faster than real data), in bf16, fp16, fp8
-e4m3 and int8. Medians of
-``triton.testing.do_bench``.
+e4m3 and int8. Medians of ``triton.testing.do_bench``.
 """
 
 from __future__ import annotations

@@ -69,8 +69,9 @@ PROFILES: dict[str, HardwareProfile] = {
         name="h100",
         gpu_match="H100",
         # `python -m evaluator ceilings` on a lent H100 80GB HBM3, 2026-12-05 (docs/results/h100-ceilings.json):
-        # copy 3,018 GB/s, torch bf16 matmul 683 TFLOP/s, fp16 663. fp8/int8 are not yet measured on an
-        # H100 (the device scripts calibrate bandwidth and the 16-bit rates per run; see device_env.sh).
+        # copy 3,018 GB/s, torch bf16 matmul 683 TFLOP/s, fp16 663. fp8/int8 were not in that
+        # measurement; `ceilings` measures them since, and a run calibrated by scripts/device_env.sh
+        # uses its own card's figures for all of these.
         memory_bandwidth_gbs=3018.0,
         peak_tflops={"bf16": 683.0, "fp16": 663.0, "fp32": 55.0, "fp8e4m3": 1200.0, "int8": 1200.0},
         provenance="measured on an H100 by `python -m evaluator ceilings`, 2026-12-05 (fp8/int8 provisional)",
