@@ -15,7 +15,7 @@ such a workload is reported with the error and the kernels compiled before it (n
 this today). Timing picks (``do_bench``) return a constant, so every candidate is compiled but
 none is chosen by speed.
 
-    python scripts/preflight_sm90.py [--tasks slug,slug] [--workloads W1,W2] [--smoke] [--md FILE]
+    python scripts/preflight_sm90.py [--tasks slug,slug] [--workloads W1,W2] [--smoke] [--md FILE] [--dump DIR]
 
 Exits 1 when a workload stops with an error (a kernel that does not compile among them), or a
 kernel has no build that fits in an sm_90 SM's shared memory.
@@ -226,8 +226,10 @@ _CUDA_STUBS: dict[str, Any] = {
 
 
 @contextmanager
-def compile_only(report: WorkloadReport, seen: dict[tuple[str, str], Build]) -> Iterator[None]:
-    """Triton launches become compile-only calls for sm_90 while the block runs."""
+def compile_only(report: WorkloadReport, seen: dict[tuple[str, str], Build], dump: Path | None = None) -> Iterator[None]:
+    """Triton launches become compile-only calls for sm_90 while the block runs. With ``dump``, each
+    new build's TTGIR and PTX are written there too, named by kernel and build hash (what to read
+    for the layout conversions and shared-memory round trips a kernel pays for)."""
     original_run = JITFunction.run
     original_bench = triton.testing.do_bench
     original_cuda = {name: getattr(torch.cuda, name) for name in _CUDA_STUBS}
@@ -243,6 +245,10 @@ def compile_only(report: WorkloadReport, seen: dict[tuple[str, str], Build]) -> 
         if key not in seen:
             regs, stores, loads = _ptxas_usage(kernel.asm["ptx"])
             ptx = kernel.asm["ptx"]
+            if dump is not None:
+                stem = f"{self._fn_name.rsplit('.', 1)[-1]}-{kernel.hash[:10]}"
+                (dump / f"{stem}.ttgir").write_text(kernel.asm["ttgir"])
+                (dump / f"{stem}.ptx").write_text(ptx)
             seen[key] = Build(
                 kernel=self._fn_name.rsplit(".", 1)[-1], constexprs=_constexprs_of(kernel, self),
                 num_warps=kernel.metadata.num_warps, num_stages=kernel.metadata.num_stages,
@@ -270,7 +276,7 @@ def compile_only(report: WorkloadReport, seen: dict[tuple[str, str], Build]) -> 
 
 
 def preflight(task: Task, workload_names: list[str] | None, smoke: bool,
-              seen: dict[tuple[str, str], Build]) -> list[WorkloadReport]:
+              seen: dict[tuple[str, str], Build], dump: Path | None = None) -> list[WorkloadReport]:
     """Every workload of one task, compiled for sm_90."""
     baseline = load_module(task.baseline_path, f"_pf_baseline_{task.slug.replace('-', '_')}")
     expert = load_module(task.expert_path, f"_pf_expert_{task.slug.replace('-', '_')}")
@@ -283,7 +289,7 @@ def preflight(task: Task, workload_names: list[str] | None, smoke: bool,
         started = time.perf_counter()
         try:
             inputs = make_inputs(task, w.params, seed=0, device=torch.device("cpu"), baseline_module=baseline)
-            with compile_only(report, seen):
+            with compile_only(report, seen, dump):
                 entry(**{k: _as_fake(v) for k, v in inputs.items()})
             del inputs
         except Exception as exc:  # reported per workload; the next one still runs
@@ -319,14 +325,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workloads", default="", help="comma-separated workload names")
     ap.add_argument("--smoke", action="store_true", help="the smoke workloads instead of the real ones")
     ap.add_argument("--md", type=Path, help="write the markdown table here too")
+    ap.add_argument("--dump", type=Path, help="write every build's TTGIR and PTX into this folder")
     args = ap.parse_args(argv)
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
     tasks = load_tasks(strict=True).tasks
     wanted = [s for s in args.tasks.split(",") if s]
     tasks = [t for t in tasks if not wanted or t.slug in wanted]
     seen: dict[tuple[str, str], Build] = {}
     reports: list[WorkloadReport] = []
     for task in tasks:
-        for r in preflight(task, [w for w in args.workloads.split(",") if w] or None, args.smoke, seen):
+        for r in preflight(task, [w for w in args.workloads.split(",") if w] or None, args.smoke, seen, args.dump):
             reports.append(r)
             state = r.error or "ok"
             print(f"{r.task} {r.workload}: {len(r.builds)} builds, {r.launches} launches, "

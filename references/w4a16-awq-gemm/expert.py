@@ -155,6 +155,23 @@ _BIG_CONFIGS = [
 _awq_gemm_tuned = triton.autotune(configs=_BIG_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
 
 
+#: Decode candidates (M <= 128; BM is set per M by the caller), chosen by the autotuner once per
+#: (M, N, K_SPLIT). The first is the tile measured on the H200 in session 7, at 13-14% of the
+#: bandwidth for M = 16 and 32. Its sm_90 build holds 171 (BM = 16) to 229 (BM = 32) registers and
+#: 70-82 KB of shared memory for 4 warps, so two programs, 8 warps, fit an SM; and every K step
+#: takes the dequantized 128 x 128 tile through shared memory for the dot (its TTGIR, from
+#: `scripts/preflight_sm90.py --dump`). The others spread that tile over twice the threads or halve
+#: it, for more warps per SM. The measured tile stays a candidate, so the tuner can only gain.
+_DECODE_CONFIGS = [
+    triton.Config({"BN": 128, "BK": 128}, num_warps=4, num_stages=4),
+    triton.Config({"BN": 128, "BK": 128}, num_warps=8, num_stages=4),
+    triton.Config({"BN": 64, "BK": 128}, num_warps=4, num_stages=4),
+    triton.Config({"BN": 128, "BK": 64}, num_warps=4, num_stages=6),
+    triton.Config({"BN": 256, "BK": 64}, num_warps=8, num_stages=4),
+]
+_awq_decode_tuned = triton.autotune(configs=_DECODE_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
+
+
 @triton.jit
 def _awq_dequant_kernel(
     qw_ptr, qz_ptr, sc_ptr, w_ptr, N, stride_qw, stride_qz, stride_sc, stride_w,
@@ -291,13 +308,16 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     else:  # decode: the smallest MMA tile along M, split-K to spread the weight stream
         bm, bn, bk, warps, stages = (16 if M <= 16 else 32 if M <= 32 else 64), 128, min(128, G), 4, 4
         split = _split_for(triton.cdiv(M, bm) * triton.cdiv(N, bn), K // bk)
-    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), split)
     target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
-    _awq_gemm_kernel[grid](
-        x, qweight, qzeros, scales, target, M, N, *strides, M * N, N,
-        K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=fast,
-        num_warps=warps, num_stages=stages,
-    )
+    args = (x, qweight, qzeros, scales, target, M, N, *strides, M * N, N)
+    if not on_cpu and G % 128 == 0:  # every candidate's K step divides the group and the split
+        grid = lambda meta: (triton.cdiv(M, bm) * triton.cdiv(N, meta["BN"]), split)  # noqa: E731
+        _awq_decode_tuned[grid](*args, K_SPLIT=K // split, G=G, BM=bm, GROUP_M=8, FAST_CVT=fast)
+    else:
+        _awq_gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn), split)](
+            *args, K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=fast,
+            num_warps=warps, num_stages=stages,
+        )
     if split > 1:
         block_e = 1024
         _splitk_reduce_kernel[(triton.cdiv(M * N, block_e),)](target, out, M * N, SPLIT=split, BLOCK_E=block_e)

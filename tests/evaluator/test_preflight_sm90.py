@@ -95,3 +95,15 @@ def test_every_experts_gpu_path_compiles_for_sm90(tmp_path) -> None:
     rows = [ln.split("|") for ln in md.read_text().splitlines() if ln.startswith("| ") and "| S1 |" in ln]
     compiled = {r[1].strip() for r in rows if "(none compiled)" not in r[3]}
     assert compiled == {t.slug for t in load_tasks().tasks}, proc.stderr[-3000:]
+
+
+def test_dump_writes_each_builds_ir_for_reading(pf, tmp_path) -> None:
+    """--dump: the TTGIR and PTX of every new build, named by kernel, so a miss's cause can be read
+    on a CPU machine (w4a16's dequantized tile round-trips through shared memory before its dot)."""
+    seen: dict = {}
+    (report,) = pf.preflight(get_task("w4a16-awq-gemm"), ["S1"], True, seen, tmp_path)
+    assert report.error == "", report.error
+    ttgir = sorted(tmp_path.glob("_awq_gemm_kernel-*.ttgir"))
+    assert ttgir and (tmp_path / ttgir[0].name.replace(".ttgir", ".ptx")).read_text().startswith("//")
+    body = ttgir[0].read_text()
+    assert "tt.dot" in body and "ttg.local_alloc" in body
