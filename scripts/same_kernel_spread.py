@@ -6,7 +6,9 @@ providers take turns in the same interleaved loop, so any difference between the
 the timing method's own spread: that is the smallest "candidate vs expert" difference the
 leaderboard can call real. This script sets the two side by side per workload:
 
-- the ratio of medians (candidate / expert) and of minima;
+- the ratio of medians (candidate / expert), of first quartiles and of minima (whether a lower
+  statistic than the median would agree better: if the whole distribution of one worker is
+  shifted, only the minimum agrees);
 - the spread the bench itself claims: the two ``rel_stderr`` combined
   (sqrt(a^2 + b^2)), and how many of those the log of the ratio is away (|z|);
 - a summary for short and for long calls (``--short-ms``, by the expert's median);
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +40,16 @@ class Pair:
     candidate_min_us: float
     combined_stderr: float  # relative: the bench's own claim for the ratio of the medians
     halves_us: str = "—"  # "expert first/second · candidate first/second" medians, when recorded
+    expert_q1_us: float = math.nan  # first quartiles (nan where a result lacks them)
+    candidate_q1_us: float = math.nan
 
     @property
     def median_ratio(self) -> float:
         return self.candidate_median_us / self.expert_median_us
+
+    @property
+    def q1_ratio(self) -> float:
+        return self.candidate_q1_us / self.expert_q1_us
 
     @property
     def min_ratio(self) -> float:
@@ -63,7 +72,7 @@ def pairs(suite: dict) -> list[Pair]:
             e, c = t["expert"], t["candidate"]
             out.append(Pair(task["slug"], w["name"], e["median_ms"] * 1e3, c["median_ms"] * 1e3,
                             e["min_ms"] * 1e3, c["min_ms"] * 1e3, math.hypot(e["rel_stderr"], c["rel_stderr"]),
-                            _halves(e, c)))
+                            _halves(e, c), e.get("q1_ms", math.nan) * 1e3, c.get("q1_ms", math.nan) * 1e3))
     return sorted(out, key=lambda p: p.expert_median_us)
 
 
@@ -80,17 +89,30 @@ class Summary:
     label: str
     n: int
     worst_median_dev: float  # max |median ratio - 1|
+    worst_q1_dev: float  # max |first-quartile ratio - 1| (nan: not recorded)
     worst_min_dev: float  # max |min ratio - 1|
     beyond_2se: int  # pairs whose medians are more than two claimed standard errors apart
     minima_within_1pct: int  # pairs whose minima agree within 1%
+    typical: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the middle pair's |ratio - 1|: median, q1, minimum
+    within_2pct: tuple[int, int] = (0, 0)  # pairs within 2%: by median, by first quartile
 
 
 def summarize(label: str, group: list[Pair]) -> Summary:
     if not group:
-        return Summary(label, 0, 0.0, 0.0, 0, 0)
+        return Summary(label, 0, 0.0, 0.0, 0.0, 0, 0)
     return Summary(label, len(group), max(abs(p.median_ratio - 1) for p in group),
+                   max((abs(p.q1_ratio - 1) for p in group), key=lambda d: -1.0 if math.isnan(d) else d),
                    max(abs(p.min_ratio - 1) for p in group), sum(p.z > 2 for p in group),
-                   sum(abs(p.min_ratio - 1) <= 0.01 for p in group))
+                   sum(abs(p.min_ratio - 1) <= 0.01 for p in group),
+                   tuple(_middle([abs(r - 1) for r in ratios]) for ratios in (
+                       [p.median_ratio for p in group], [p.q1_ratio for p in group], [p.min_ratio for p in group])),
+                   (sum(abs(p.median_ratio - 1) <= 0.02 for p in group), sum(abs(p.q1_ratio - 1) <= 0.02 for p in group)))
+
+
+def _middle(values: list[float]) -> float:
+    """The median of the values recorded (nan where none is)."""
+    known = [v for v in values if not math.isnan(v)]
+    return statistics.median(known) if known else math.nan
 
 
 def split(rows: list[Pair], short_ms: float) -> tuple[Summary, Summary]:
@@ -101,21 +123,35 @@ def split(rows: list[Pair], short_ms: float) -> tuple[Summary, Summary]:
 
 
 def markdown(rows: list[Pair], short_ms: float) -> str:
-    lines = ["| calls | pairs | largest median difference | largest minimum difference "
-             "| medians more than 2 claimed standard errors apart | minima within 1% |", "|---|---|---|---|---|---|"]
+    lines = ["| calls | pairs | largest median difference | largest first-quartile difference "
+             "| largest minimum difference | medians more than 2 claimed standard errors apart | minima within 1% |",
+             "|---|---|---|---|---|---|---|"]
     for s in split(rows, short_ms):
-        lines.append(f"| {s.label} | {s.n} | {s.worst_median_dev:.1%} | {s.worst_min_dev:.1%} | {s.beyond_2se} of {s.n} "
-                     f"| {s.minima_within_1pct} of {s.n} |")
+        lines.append(f"| {s.label} | {s.n} | {s.worst_median_dev:.1%} | {_pct(s.worst_q1_dev)} | {s.worst_min_dev:.1%} "
+                     f"| {s.beyond_2se} of {s.n} | {s.minima_within_1pct} of {s.n} |")
+    lines += ["", "| calls | the middle pair's difference: median / first quartile / minimum "
+              "| pairs within 2%: by median / by first quartile |", "|---|---|---|"]
+    for s in split(rows, short_ms):
+        lines.append(f"| {s.label} | {' / '.join(_pct(d) for d in s.typical)} | {s.within_2pct[0]} / {s.within_2pct[1]} "
+                     f"of {s.n} |")
     lines += ["", "| task | workload | expert median µs | candidate median µs | median ratio | claimed ± "
-              "| apart (± units) | expert min µs | candidate min µs | min ratio "
+              "| apart (± units) | q1 ratio | expert min µs | candidate min µs | min ratio "
               "| medians by half µs (expert · candidate) |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in rows:
         lines.append(
             f"| {p.task} | {p.workload} | {p.expert_median_us:,.1f} | {p.candidate_median_us:,.1f} | {p.median_ratio:.3f} "
-            f"| {p.combined_stderr:.2%} | {p.z:.1f} | {p.expert_min_us:,.1f} | {p.candidate_min_us:,.1f} | {p.min_ratio:.3f} "
+            f"| {p.combined_stderr:.2%} | {p.z:.1f} | {_ratio(p.q1_ratio)} | {p.expert_min_us:,.1f} | {p.candidate_min_us:,.1f} | {p.min_ratio:.3f} "
             f"| {p.halves_us} |")
     return "\n".join(lines) + "\n"
+
+
+def _pct(x: float) -> str:
+    return "—" if math.isnan(x) else f"{x:.1%}"
+
+
+def _ratio(x: float) -> str:
+    return "—" if math.isnan(x) else f"{x:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -153,15 +153,17 @@ def test_anticheat_report_shows_each_providers_round_trip_by_half() -> None:
     assert "| W1: candidate 95 (150/42), expert 40 (41/39) | note |" in md
 
 
-def _timing(median_ms: float, min_ms: float, rel_stderr: float) -> dict[str, float]:
-    return {"median_ms": median_ms, "min_ms": min_ms, "rel_stderr": rel_stderr}
+def _timing(median_ms: float, min_ms: float, rel_stderr: float, q1_ms: float | None = None) -> dict[str, float]:
+    t = {"median_ms": median_ms, "min_ms": min_ms, "rel_stderr": rel_stderr}
+    return t if q1_ms is None else {**t, "q1_ms": q1_ms}
 
 
 def test_same_kernel_spread_pairs_the_expert_with_itself_and_splits_short_calls(tmp_path) -> None:
     """Two workloads timed as expert and candidate (one short, one long), one without an expert:
     ratios, the claimed spread (0.03 and 0.04 combine to 0.05) and the short/long split."""
     suite = {"tasks": [{"slug": "t", "workloads": [
-        {"name": "W1", "timings": {"expert": _timing(0.100, 0.080, 0.03), "candidate": _timing(0.110, 0.0806, 0.04)}},
+        {"name": "W1", "timings": {"expert": _timing(0.100, 0.080, 0.03, 0.09),
+                                   "candidate": _timing(0.110, 0.0806, 0.04, 0.0945)}},
         {"name": "W2", "timings": {"expert": _timing(2.0, 1.9, 0.003), "candidate": _timing(2.03, 1.9, 0.004)}},
         {"name": "W3", "timings": {"candidate": _timing(1.0, 1.0, 0.01)}},
     ]}]}
@@ -169,6 +171,7 @@ def test_same_kernel_spread_pairs_the_expert_with_itself_and_splits_short_calls(
     short, long = mod.pairs(suite)
     assert (short.workload, long.workload) == ("W1", "W2")
     assert short.median_ratio == pytest.approx(1.1) and short.min_ratio == pytest.approx(1.0075)
+    assert short.q1_ratio == pytest.approx(1.05) and math.isnan(long.q1_ratio)  # W2's results lack q1
     assert short.combined_stderr == pytest.approx(0.05)
     assert short.z == pytest.approx(abs(math.log(1.1)) / 0.05)  # 1.9: within two
     s_short, s_long = mod.split([short, long], short_ms=0.5)
@@ -178,8 +181,10 @@ def test_same_kernel_spread_pairs_the_expert_with_itself_and_splits_short_calls(
     (tmp_path / "r.json").write_text(json.dumps(suite))
     out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/same_kernel_spread.py"), str(tmp_path / "r.json")],
                          capture_output=True, text=True, check=True).stdout
-    assert "| calls under 0.5 ms | 1 | 10.0% | 0.8% | 0 of 1 | 1 of 1 |" in out
-    assert "| t | W1 | 100.0 | 110.0 | 1.100 | 5.00% | 1.9 | 80.0 | 80.6 | 1.008 | — |" in out
+    assert "| calls under 0.5 ms | 1 | 10.0% | 5.0% | 0.8% | 0 of 1 | 1 of 1 |" in out
+    assert "| calls of 0.5 ms or more | 1 | 1.5% | — | 0.0% | 1 of 1 | 1 of 1 |" in out
+    assert "| calls under 0.5 ms | 10.0% / 5.0% / 0.8% | 0 / 0 of 1 |" in out
+    assert "| t | W1 | 100.0 | 110.0 | 1.100 | 5.00% | 1.9 | 1.050 | 80.0 | 80.6 | 1.008 | — |" in out
 
 
 def test_same_kernel_spread_shows_each_workers_halves_when_recorded() -> None:
