@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from evaluator.result import RunResult, WorkloadResult
+from evaluator.result import RunResult, TaskResult, WorkloadResult
 
 PROVIDER_ORDER = ("baseline", "compile", "expert", "candidate", "candidate-again")
 
@@ -35,6 +35,8 @@ def terminal_table(result: RunResult) -> Table:
         if not t.workloads:
             table.add_row(t.slug, "-", f"[red]{t.status}[/red]: {t.reason[:80]}")
             continue
+        if _stopped_part_way(t):
+            table.add_row(t.slug, "(rest)", f"[red]{t.status}[/red]: {t.reason[:80]}")
         for w in t.workloads:
             mark = "[green]yes[/green]" if w.correct else "[red]no[/red]"
             row = [t.slug, w.name, mark]
@@ -91,6 +93,8 @@ def markdown(result: RunResult, command: str) -> str:
     for t in result.tasks:
         if not t.workloads:
             lines.append(f"| {t.slug} | - | {t.status}: {t.reason[:100]} |")
+        elif _stopped_part_way(t):
+            lines.append(f"| {t.slug} | (rest) | {t.status}: {t.reason[:300]} |")
         for w in t.workloads:
             cand = w.timings.get("candidate")
             comp = w.timings.get("compile")
@@ -120,3 +124,9 @@ def _peak_memory(result: RunResult, providers: list[str]) -> list[str]:
                  if p in w.timings and w.timings[p].peak_mem_bytes is not None else "-" for p in providers]
         lines.append("| " + " | ".join([t.slug, w.name, *cells]) + " |")
     return [*lines, ""]
+
+
+def _stopped_part_way(t: TaskResult) -> bool:
+    """A task that failed as a whole (timeout, crash, error) after some workloads were judged: the
+    rows of those are kept, and this row says the task itself did not finish."""
+    return bool(t.workloads) and t.status not in ("correct", "incorrect")

@@ -114,3 +114,17 @@ def test_the_results_page_never_merges_two_kinds_of_gpu() -> None:
     assert [t.slug for t in page.merge([h200, h200]).tasks] == [t.slug for t in h200.tasks]
     with pytest.raises(page.MixedCards, match="h100, h200"):
         page.merge([h200, h100])
+
+
+def test_a_task_stopped_part_way_shows_its_kept_workloads_and_why_it_stopped() -> None:
+    from evaluator import report
+
+    run = _run()
+    t = run.tasks[0]
+    kept = t.workloads[:1]
+    run.tasks[0] = t.model_copy(update={"status": "timeout", "error_code": "eval:user:timeout", "workloads": kept,
+                                        "reason": "no result in time (stopped while judging W2; kept: the results of W1)"})
+    page = report.markdown(run, "cmd")
+    assert f"| {t.slug} | (rest) | timeout: no result in time (stopped while judging W2" in page
+    assert f"| {t.slug} | {kept[0].name} | yes |" in page
+    assert "(rest)" not in report.markdown(_run(), "cmd")  # a finished task has no such row
