@@ -234,21 +234,15 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
             else "unjudged"
         status = "timeout" if exc.code == errors.USER_TIMEOUT else "crashed" if exc.code in (
             errors.USER_CRASH, errors.USER_EXIT) else "error"
-        # The workloads finished before the failure keep their results (a bench that runs out of time
-        # on its last workload still shows the others); the task's status is the failure's.
-        reason = str(exc)
-        if results:
-            stopped = workloads[len(results)].name if len(results) < len(workloads) else "the end"
-            reason += f" (stopped while judging {stopped}; kept: the results of {', '.join(w.name for w in results)})"
-        return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=reason[:4000],
+        return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=_kept(str(exc), results, workloads),
                           verdict=verdict, findings=findings, workloads=results, **_tails(workers))
     except errors.SubmissionError as exc:
         cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH)
         return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000],
                           verdict="rejected-cheat" if cheat else "unjudged", findings=findings, **_tails(workers))
     except errors.EvaluatorError as exc:  # ours: a trusted provider failed (judge.Judge.provider_failed)
-        return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=str(exc)[:4000],
-                          findings=findings, **_tails(workers))
+        return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=_kept(str(exc), results, workloads),
+                          findings=findings, workloads=results, **_tails(workers))
     finally:
         for w in workers:
             w.close()
@@ -274,6 +268,17 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
 
 
 _RULE_CODES = {"host-oom": errors.USER_HOST_OOM, "gpu-oom": errors.USER_GPU_OOM}
+
+
+def _kept(reason: str, results: list[WorkloadResult], workloads: list[Any]) -> str:
+    """The reason of a task that failed as a whole, saying which workloads it had finished: their
+    results are kept (a bench that runs out of time on its last workload still shows the others),
+    while the task's status stays the failure's. A failed timed call of the candidate (a wrong
+    answer or a timing cheat) keeps nothing: it condemns the whole submission."""
+    if results:
+        stopped = workloads[len(results)].name if len(results) < len(workloads) else "the end"
+        reason += f" (stopped while judging {stopped}; kept: the results of {', '.join(w.name for w in results)})"
+    return reason[:4000]
 
 
 def _tails(workers: list[Any]) -> dict[str, str]:

@@ -114,6 +114,25 @@ def silu_and_mul(x):
     assert "OutOfMemoryError" in result.reason
 
 
+def test_a_trusted_failure_part_way_keeps_the_workloads_judged_before_it(task_tree):
+    """Our failure on the second workload is still ours (infrastructure, no verdict), and the first
+    workload's result, already judged and timed, is kept with the reason saying where it stopped."""
+    root = task_tree(SLUG)
+    _plant(root, f"references/{SLUG}/expert.py", """\
+_fast = silu_and_mul
+
+
+def silu_and_mul(x):
+    if __name__ == "_d2k_provider_expert" and x.shape[0] == 4:  # S2's four rows only
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.91 GiB.")
+    return _fast(x)
+""")
+    result = _bench(root, ["expert"], ["S1", "S2"])
+    assert (result.status, result.error_code) == ("error", errors.INFRA_TRUSTED), result.reason
+    assert [w.name for w in result.workloads] == ["S1"] and result.workloads[0].timings["expert"].count > 0
+    assert "stopped while judging S2; kept: the results of S1" in result.reason
+
+
 def test_the_rule_for_a_failed_trusted_provider():
     judge = Judge(get_task(SLUG), None, None, None, torch.device("cpu"), None)  # type: ignore[arg-type]
     assert set(OPTIONAL_PROVIDERS) == {"compile"}
