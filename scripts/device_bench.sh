@@ -6,9 +6,10 @@
 #   bash scripts/device_bench.sh [extra bench args...]
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
-source scripts/device_env.sh || exit 1
+# Ceilings measured in this run on any card (device_env.sh copies them to $OUT/ceilings.json).
+D2K_CEILINGS_FRESH=1 source scripts/device_env.sh || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv | tee "$OUT/nvidia-smi.txt"
-python3 -m evaluator ceilings --output "$OUT/ceilings.json" 2>&1 | tee "$OUT/log.txt"
-D2K_CEILINGS="$OUT/ceilings.json" python3 -m evaluator bench references --compare compile,expert \
+cat "$D2K_CEILINGS" | tee "$OUT/log.txt"
+python3 -m evaluator bench references --compare compile,expert \
   --timeout 280 --json "$OUT/bench.json" --markdown "$OUT/bench.md" --quiet "$@" 2>&1 | tee -a "$OUT/log.txt"
 echo "bench exit: ${PIPESTATUS[0]}"

@@ -15,10 +15,11 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 # once and are kept in docs/results/h200-ceilings.json; on any other card (the device tool may lend
 # an H100 for the same call) they are measured here first (`python -m evaluator ceilings`, ~10 s),
 # once per warm machine, and a copy goes back in $OUT/ceilings.json so the results can cite them.
+# D2K_CEILINGS_FRESH=1 measures them on the H200 too (a node's reference run, scripts/device_bench.sh).
 D2K_GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 export D2K_GPU
-case "$D2K_GPU" in
-  *H200*) export D2K_CEILINGS=docs/results/h200-ceilings.json ;;
+case "${D2K_CEILINGS_FRESH:-}:$D2K_GPU" in
+  :*H200*) export D2K_CEILINGS=docs/results/h200-ceilings.json ;;
   *)
     export D2K_CEILINGS="${D2K_CEILINGS_CACHE:-/tmp/d2k-ceilings.json}"
     if [ ! -s "$D2K_CEILINGS" ]; then

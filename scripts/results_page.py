@@ -22,7 +22,7 @@ from tasks.registry import load_tasks  # noqa: E402
 
 
 class MixedCards(ValueError):
-    pass
+    """Results of more than one hardware profile were given for one page."""
 
 
 def merge(results: list[RunResult]) -> RunResult:
