@@ -69,12 +69,13 @@ PROFILES: dict[str, HardwareProfile] = {
         name="h100",
         gpu_match="H100",
         # `python -m evaluator ceilings` on a lent H100 80GB HBM3, 2026-12-05 (docs/results/h100-ceilings.json):
-        # copy 3,018 GB/s, torch bf16 matmul 683 TFLOP/s, fp16 663. fp8/int8 were not in that
-        # measurement; `ceilings` measures them since, and a run calibrated by scripts/device_env.sh
-        # uses its own card's figures for all of these.
+        # copy 3,018 GB/s, torch bf16 matmul 683 TFLOP/s, fp16 663. A second card the same day
+        # (docs/results/h100-runs/s11-ceilings.json) gave fp8 e4m3 1,274 TFLOP/s (torch._scaled_mm);
+        # its int8 figure (torch._int_mm, row-major B) was a slow path, 132, so int8 stays provisional.
+        # A run calibrated by scripts/device_env.sh uses its own card's figures for all of these.
         memory_bandwidth_gbs=3018.0,
-        peak_tflops={"bf16": 683.0, "fp16": 663.0, "fp32": 55.0, "fp8e4m3": 1200.0, "int8": 1200.0},
-        provenance="measured on an H100 by `python -m evaluator ceilings`, 2026-12-05 (fp8/int8 provisional)",
+        peak_tflops={"bf16": 683.0, "fp16": 663.0, "fp32": 55.0, "fp8e4m3": 1274.0, "int8": 1200.0},
+        provenance="measured on an H100 by `python -m evaluator ceilings`, 2026-12-05 (int8 provisional)",
     ),
     "cpu-interpret": HardwareProfile(
         name="cpu-interpret", gpu_match="", memory_bandwidth_gbs=0.0, timing=False,
@@ -90,15 +91,33 @@ class UnknownHardware(LookupError):
 CEILINGS_ENV = "D2K_CEILINGS"
 
 
+#: Dtypes whose tensor cores run at least at the bf16 rate on every card we profile (Hopper: twice).
+EIGHT_BIT = ("fp8e4m3", "int8")
+
+
 def calibrated(profile: HardwareProfile, ceilings: dict) -> HardwareProfile:
-    """``profile`` with the ceilings measured on this node by ``python -m evaluator ceilings``."""
+    """``profile`` with the ceilings measured on this node by ``python -m evaluator ceilings``.
+
+    An 8-bit rate measured below the bf16 rate is not adopted: the tensor cores run 8-bit at
+    least as fast as bf16, so such a figure says torch's kernel took a slow path (``_int_mm`` at
+    132 TFLOP/s on an H100, against 692 for bf16), and a ceiling that low would inflate every
+    SOL fraction of that dtype. The profile's figure stays, and the provenance says why.
+    """
     peaks = dict(profile.peak_tflops)
+    refused = []
     for dtype in ("bf16", "fp16", "fp8e4m3", "int8"):
         if f"{dtype}_matmul_TFLOPs" in ceilings:
-            peaks[dtype] = round(float(ceilings[f"{dtype}_matmul_TFLOPs"]), 1)
+            measured = round(float(ceilings[f"{dtype}_matmul_TFLOPs"]), 1)
+            if dtype in EIGHT_BIT and measured < peaks.get("bf16", 0.0):
+                refused.append(f"{dtype}'s measured {measured:g} TFLOP/s, below bf16, was not adopted")
+                continue
+            peaks[dtype] = measured
+    note = f"calibrated on this node: {ceilings.get('gpu', '?')}"
+    if refused:
+        note += " (" + "; ".join(refused) + ")"
     return dataclasses.replace(
         profile, memory_bandwidth_gbs=round(float(ceilings["copy_GBps"]), 1), peak_tflops=peaks,
-        provenance=f"calibrated on this node: {ceilings.get('gpu', '?')}",
+        provenance=note,
     )
 
 

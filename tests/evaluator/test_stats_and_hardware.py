@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from evaluator import hardware, stats
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quantiles_interpolate():
@@ -54,5 +57,12 @@ def test_detect_by_gpu_name_and_calibration(tmp_path, monkeypatch):
                                 "fp8e4m3_matmul_TFLOPs": 1301.04, "int8_matmul_TFLOPs": 1402.96}))
     h100 = hardware.detect("NVIDIA H100 80GB HBM3")
     assert h100.peak_tflops["fp8e4m3"] == 1301.0 and h100.peak_tflops["int8"] == 1403.0  # the 8-bit rates too
+    # The H100's own ceilings file of session 11: torch._int_mm took a slow path (132 TFLOP/s,
+    # under bf16's 692). That figure is refused, the profile's stays, and the provenance says so.
+    path.write_text((REPO_ROOT / "docs/results/h100-runs/s11-ceilings.json").read_text())
+    slow = hardware.detect("NVIDIA H100 80GB HBM3")
+    assert slow.peak_tflops["int8"] == hardware.PROFILES["h100"].peak_tflops["int8"]
+    assert slow.peak_tflops["fp8e4m3"] == 1274.0 and slow.peak_tflops["bf16"] == 692.0
+    assert "int8's measured 132 TFLOP/s, below bf16, was not adopted" in slow.provenance
     path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "copy_GBps": 1.0}))
     assert hardware.detect("NVIDIA H200").memory_bandwidth_gbs == hardware.PROFILES["h200"].memory_bandwidth_gbs
