@@ -74,12 +74,14 @@ class TimingConfig:
     judge_flush: bool = True  # the judge flushes too, so a worker that skips its flush gains nothing
     # A GPU spin queued after the worker's flush and before the start event, in µs (0: none). The
     # call's launches then queue behind it and the clocks are up when the timed work starts, so
-    # the events time the kernels rather than the host's launches or an idle GPU's clock ramp
-    # (the gap docs/results/h200-profiles.md found on short calls). On by default since the
-    # device's A/A (docs/results/h100-spin-aa.md): with 300 µs, two workers timing the same
-    # kernel agreed within 0.9% on every short call, against up to 14.5% without it, and the
-    # medians fell onto the minima.
-    spin_us: float = 300.0
+    # the events time the kernels rather than the host's launches or an idle GPU's clock ramp.
+    # The device's A/A (docs/results/h100-spin-aa.md) shows it works: two workers timing one
+    # kernel agreed within 0.9% with 300 µs, against up to 14.5% without. It stays off by
+    # default, because torch.cuda._sleep is one thread on one SM: a candidate's side-stream
+    # kernels run on the other SMs during the spin, hidden from the events and from the judge's
+    # round-trip check alike (the trusted providers pay the same spin). It can become the
+    # default once the spin occupies every SM (docs/engine.md, "The pre-call spin").
+    spin_us: float = 0.0
     fresh_inputs: bool = True  # new secret values for every call (False: each set keeps its first values)
     # Work that escapes the worker's timer shows on the judge's clock as a larger round trip
     # than the trusted providers' (same harness, same transfers): a finding above the first
