@@ -30,8 +30,9 @@ from types import ModuleType
 from typing import Any
 
 import torch
-import triton  # noqa: F401  (imported before the snapshot, so its own set-up is not "tampering")
+import triton  # imported before the snapshot, so its own set-up is not "tampering"
 
+from evaluator import hold as _hold_module
 from evaluator.arena import Arena, open_arena
 from evaluator.aten_record import AtenRecorder
 from evaluator.protocol import LINE_CAP, Call, Done, LoadError, ProviderSpec, Ready, Release, Setup, TensorRef
@@ -42,7 +43,7 @@ _dumps = json.dumps
 _sendall = socket.socket.sendall
 _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
-_spin = torch.cuda._sleep
+_spin = _hold_module.hold  # holds every SM: a one-thread spin would leave side streams the rest
 
 
 def _watched() -> dict[str, Any]:
@@ -67,7 +68,8 @@ def _watched() -> dict[str, Any]:
         "builtins.__import__": builtins.__import__, "evaluator.worker._perf": me._perf,
         "evaluator.worker._cuda_sync": me._cuda_sync, "evaluator.worker._Event": me._Event,
         "evaluator.worker._sendall": me._sendall, "evaluator.worker._spin": me._spin,
-        "torch.cuda._sleep": torch.cuda._sleep,
+        "evaluator.hold.hold": _hold_module.hold, "evaluator.hold._hold_kernel": _hold_module._hold_kernel,
+        "triton.runtime.jit.JITFunction.run": triton.runtime.jit.JITFunction.run,
         **{f"evaluator.worker.Worker.{n}": getattr(me.Worker, n) for n in ("run_call", "_timed", "_checked",
                                                                              "_copy_out", "_structure", "_reply")},
     }
@@ -105,19 +107,6 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.device == b.device and a0 < b1 and b0 < a1
 
 
-def _spin_cycles(spin_us: float) -> int:
-    """GPU cycles of a ``torch.cuda._sleep`` that lasts about ``spin_us``, measured on this device
-    with events: the SM clock is not known in advance."""
-    probe = 2_000_000
-    _spin(probe)  # ramps the clocks up first
-    start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-    start.record()
-    _spin(probe)
-    end.record()
-    _cuda_sync()
-    return max(1, int(spin_us * probe / (start.elapsed_time(end) * 1e3)))
-
-
 def _poison_allocator(device: torch.device, nbytes: int) -> None:
     """Leave NaN in the blocks the caching allocator hands out next, so an output element the
     kernel never writes reads back as NaN instead of a plausible stale value."""
@@ -135,7 +124,11 @@ class Worker:
         self.arena: Arena = open_arena(setup.arena_fd, setup.arena_size, self.device)
         self.flush = (torch.empty(setup.flush_bytes // 4, dtype=torch.float32, device=self.device)
                       if self.device.type == "cuda" and setup.flush_bytes else None)
-        self.spin_cycles = _spin_cycles(setup.spin_us) if self.device.type == "cuda" and setup.spin_us > 0 else 0
+        self.spin_ns = int(setup.spin_us * 1e3) if self.device.type == "cuda" and setup.spin_us > 0 else 0
+        self.spin_layout = _hold_module.layout_for(self.device) if self.spin_ns else (0, 0)
+        if self.spin_ns:  # compiled here, before any provider is imported, not in a timed call
+            _spin(1_000, *self.spin_layout)
+            _cuda_sync(self.device)
         self.providers: dict[str, Callable[..., Any]] = {}
         self.modules: list[ModuleType] = []
         self.snapshot = _watched()
@@ -217,8 +210,8 @@ class Worker:
         # launch latency overlaps the flush, so the events time the device work alone.
         if self.flush is not None:
             self.flush.zero_()
-        if self.spin_cycles:
-            _spin(self.spin_cycles)
+        if self.spin_ns:
+            _spin(self.spin_ns, *self.spin_layout)
         start.record()
         outs = _as_outputs(fn(**args))
         end.record()

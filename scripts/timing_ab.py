@@ -44,7 +44,6 @@ from profile_kernel import load  # noqa: E402
 
 from evaluator.hardware import HardwareProfile  # noqa: E402
 from evaluator.inputs import make_inputs  # noqa: E402
-from evaluator.worker import _spin_cycles  # noqa: E402
 from tasks.registry import get_task  # noqa: E402
 
 METHODS = ("engine", "engine+gap", "spin", "read-flush", "no-sync")
@@ -62,11 +61,25 @@ def summarize(samples: dict[str, list[float]]) -> dict[str, tuple[float, float, 
     return out
 
 
+def _spin_cycles(spin_us: float) -> int:
+    """Cycles of a ``torch.cuda._sleep`` that lasts about ``spin_us``, measured with events (the SM
+    clock is not known in advance). This diagnostic keeps the one-thread spin the A/A measured;
+    the engine's own spin holds every SM (evaluator/hold.py)."""
+    probe = 2_000_000
+    torch.cuda._sleep(probe)  # ramps the clocks up first
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    torch.cuda.synchronize()
+    return max(1, int(spin_us * probe / (start.elapsed_time(end) * 1e3)))
+
+
 def measure(call: Callable[[], object], rounds: int, spin_us: float) -> tuple[dict[str, list[float]], list[float]]:
     """Every method once per round, in a fixed order; returns µs per method and host enqueue µs."""
     dev = torch.device("cuda")
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device=dev)
-    spin_cycles = _spin_cycles(spin_us)  # the engine's own calibration (evaluator/worker.py)
+    spin_cycles = _spin_cycles(spin_us)
     samples: dict[str, list[float]] = {m: [] for m in METHODS}
     enqueue: list[float] = []
     for _ in range(rounds):

@@ -153,6 +153,19 @@ def test_anticheat_report_shows_each_providers_round_trip_by_half() -> None:
     assert "| W1: candidate 95 (150/42), expert 40 (41/39) | note |" in md
 
 
+def test_anticheat_timing_overrides_are_checked_before_any_device_time() -> None:
+    """``--timing spin_us=300`` reaches every judged run of the device anti-cheat (the spin's
+    side-stream check); a key the judge does not know stops the script at once."""
+    mod = _load("anticheat_device")
+    assert mod.timing_overrides(["spin_us=300", "max_checks=2"]) == {"spin_us": 300.0, "max_checks": 2.0}
+    with pytest.raises(SystemExit, match="KEY=NUMBER"):
+        mod.timing_overrides(["spin_us"])
+    from evaluator import errors
+
+    with pytest.raises(errors.EvaluatorError, match="unknown timing option"):
+        mod.timing_overrides(["spinus=300"])
+
+
 def _timing(median_ms: float, min_ms: float, rel_stderr: float, q1_ms: float | None = None) -> dict[str, float]:
     t = {"median_ms": median_ms, "min_ms": min_ms, "rel_stderr": rel_stderr}
     return t if q1_ms is None else {**t, "q1_ms": q1_ms}

@@ -86,8 +86,8 @@ def test_the_launch_spin_is_opt_in_and_reaches_every_timed_worker():
     says it steadies short calls (docs/results/h100-spin-aa.md), but a one-thread spin leaves the
     other SMs free for side-stream work it would hide (docs/engine.md). judge_task passes it only
     on a GPU, like the flush, and a CPU worker ignores it. The worker keeps its own
-    reference to the spin, watched like its clock, so a kernel that replaces
-    ``torch.cuda._sleep`` is tampering."""
+    reference to the spin, watched like its clock, so a kernel that replaces it, its Triton
+    kernel or Triton's launch is tampering."""
     from evaluator import worker
     from evaluator.child import _worker
     from evaluator.judge import TimingConfig
@@ -104,4 +104,5 @@ def test_the_launch_spin_is_opt_in_and_reaches_every_timed_worker():
     assert _worker("expert", {}, task, job, dev, 1 << 20, 0.0, True, 1 << 20).cfg.spin_us == 0.0
     watched = worker._watched()
     assert watched["evaluator.worker._spin"] is worker._spin
-    assert watched["torch.cuda._sleep"] is worker._spin
+    assert watched["evaluator.hold.hold"] is worker._spin  # the spin that holds every SM
+    assert "evaluator.hold._hold_kernel" in watched and "triton.runtime.jit.JITFunction.run" in watched
