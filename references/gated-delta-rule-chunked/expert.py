@@ -2,7 +2,7 @@
 
 Chunks never straddle sequences (each sequence is cut into its own chunks, the last one partial)
 and are numbered sequence after sequence; programs find theirs by walking ``cu_seqlens`` on the
-device. Two launches, as in flash-linear-attention:
+device. Three launches, split as in flash-linear-attention:
 
 1. ``_gdr_wy_fwd_kernel``, fully parallel, one program per (chunk, q/k head): l2-normalizes q and
    k on load, computes Q·Kᵀ (stored once for the chunk, shared by the head's value heads) and the
@@ -11,11 +11,19 @@ device. Two launches, as in flash-linear-attention:
    T = (I + A)⁻¹ by blocked forward substitution (16 x 16 diagonal blocks by the terminating
    Neumann product (I - A)(I + A²)(I + A⁴)(I + A⁸), off-diagonal blocks by small products),
    and the WY matrices W = T (β e^Γ K) and U = T (β V), written as bf16 scratch.
-2. ``_gdr_scan_fwd_kernel``, one program per (sequence, value head, slice of V): carries its K x V
-   slice of the fp32 state on-chip across the sequence's chunks. Per chunk: Ṽ = U - W S, the output
-   scale·((Q ⊙ e^Γ) S + (QKᵀ ⊙ e^{Γ_i - Γ_j}, causal) Ṽ) written once, and
+2. ``_gdr_state_fwd_kernel``, one program per (sequence, value head, slice of V): the only serial
+   part. It carries its K x V slice of the fp32 state on-chip across the sequence's chunks. Per
+   chunk it stores the state the chunk starts from (bf16), forms Ṽ = U - W S (stored), and sets
    S <- e^{Γ_end} S + (K ⊙ e^{Γ_end - Γ})ᵀ Ṽ. Columns of S evolve independently, so splitting V
-   across programs keeps the SMs busy even for a single long sequence.
+   across programs keeps the SMs busy even for a single long sequence. Nothing in a step waits on
+   the output, and the loop is pipelined, so the loads of W, U and K come a chunk ahead.
+3. ``_gdr_out_fwd_kernel``, one program per (chunk, value head, slice of V), all in parallel: the
+   output scale·((Q ⊙ e^Γ) S + (QKᵀ ⊙ e^{Γ_i - Γ_j}, causal) Ṽ), written once, from the stored
+   state and Ṽ. The first H100 measurement (docs/results/h100.md) had the output inside the serial
+   loop. That is the same arithmetic on the same bf16 operands (the interpreter gives identical
+   bits), but it made every one of W3's 1,024 steps pay for the output's loads and products. The
+   split costs a K x V state per chunk and value head, written once and read once (about 1 GB at
+   W3).
 
 Decays are only ever exponentials of differences of the chunk-local cumsum (never positive: the
 upper triangle is masked before exponentiating).
@@ -197,12 +205,42 @@ def _gdr_wy_fwd_kernel(
 
 
 @triton.jit
-def _gdr_scan_fwd_kernel(
-    q_ptr, k_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, init_ptr, o_ptr, final_ptr, cu_ptr,
-    H, HV, K, V, scale,
+def _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V, ks, vs, km, vm,
+                    st_mask, C: tl.constexpr):
+    """One chunk of the serial kernel: store the state the chunk starts from, form and store
+    Ṽ = U - W S, and return the state after the chunk."""
+    dtype = k_ptr.dtype.element_ty
+    rc = tl.arange(0, C)
+    t0 = a + c * C
+    clen = tl.minimum(e - t0, C)
+    slot = base + c
+    rm = rc < clen
+    tok = (t0 + rc).to(tl.int64)
+    Sd = S.to(dtype)
+    tl.store(hs_ptr + ((slot.to(tl.int64) * HV + hv) * K + ks[:, None]) * V + vs[None, :], Sd, mask=st_mask)
+    gam = tl.load(gam_ptr + tok * HV + hv, mask=rm, other=0.0)
+    gam_end = tl.load(gam_ptr + (t0 + clen - 1).to(tl.int64) * HV + hv)
+    w = tl.load(w_ptr + (tok[:, None] * HV + hv) * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0)
+    u = tl.load(u_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], mask=rm[:, None] & vm[None, :], other=0.0)
+    vnd = (u.to(tl.float32) - tl.dot(w, Sd)).to(dtype)
+    tl.store(vn_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], vnd, mask=rm[:, None] & vm[None, :])
+    kn = _l2n(tl.load(k_ptr + tok[:, None] * (H * K) + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
+    kd = (kn * tl.where(rm, tl.exp2((gam_end - gam) * LOG2E), 0.0)[:, None]).to(dtype)
+    S = S * tl.exp2(gam_end * LOG2E)
+    return tl.dot(tl.trans(kd), vnd, S)
+
+
+@triton.jit
+def _gdr_state_fwd_kernel(
+    k_ptr, gam_ptr, w_ptr, u_ptr, init_ptr, hs_ptr, vn_ptr, final_ptr, cu_ptr,
+    H, HV, K, V,
     NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
-    HAS_INIT: tl.constexpr, HAS_FINAL: tl.constexpr,
+    HAS_INIT: tl.constexpr, HAS_FINAL: tl.constexpr, INTERPRET: tl.constexpr,
 ):
+    """The serial part, and nothing else: per chunk, store the state it starts from, form
+    Ṽ = U - W S (stored), and carry S to the next chunk. The outputs are left to the parallel
+    kernel below, so each step of this chain is two products and three loads that do not depend
+    on S (the pipelined loop issues them a chunk ahead)."""
     n = tl.program_id(0)
     hv = tl.program_id(1)
     vb = tl.program_id(2)
@@ -224,38 +262,56 @@ def _gdr_scan_fwd_kernel(
         S = tl.load(init_ptr + st_offs, mask=st_mask, other=0.0)
     else:
         S = tl.zeros((BK, BV), dtype=tl.float32)
-    dtype = k_ptr.dtype.element_ty
-    rc = tl.arange(0, C)
-    causal = rc[:, None] >= rc[None, :]
-    sk = H * K
-    c = 0
-    while c < nck:
-        t0 = a + c * C
-        clen = tl.minimum(e - t0, C)
-        slot = base + c
+    if INTERPRET:
+        # The interpreter cannot take a loop bound loaded from memory in range() (numpy >= 2
+        # refuses int() of a one-element array); the compiled kernel takes the pipelined loop.
+        c = 0
+        while c < nck:
+            S = _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V,
+                                ks, vs, km, vm, st_mask, C)
+            c += 1
+    else:
+        for c in tl.range(0, nck, num_stages=2):
+            S = _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V,
+                                ks, vs, km, vm, st_mask, C)
+    if HAS_FINAL:
+        tl.store(final_ptr + st_offs, S, mask=st_mask)
+
+
+@triton.jit
+def _gdr_out_fwd_kernel(
+    q_ptr, qk_ptr, gam_ptr, hs_ptr, vn_ptr, o_ptr, cu_ptr,
+    H, HV, K, V, scale,
+    NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
+):
+    """The outputs, one program per (chunk, value head, V slice), all in parallel:
+    O = scale·((Q ⊙ e^Γ) S + (QKᵀ ⊙ e^{Γ_i - Γ_j}, causal) Ṽ), from the state the chunk starts
+    with and the Ṽ the serial kernel stored."""
+    slot = tl.program_id(0)
+    hv = tl.program_id(1)
+    vb = tl.program_id(2)
+    t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
+    if clen > 0:  # surplus slots (from the upper bound on the chunk count) do nothing
+        h = hv // REP
+        dtype = q_ptr.dtype.element_ty
+        ks = tl.arange(0, BK)
+        vs = vb * BV + tl.arange(0, BV)
+        km = ks < K
+        vm = vs < V
+        rc = tl.arange(0, C)
         rm = rc < clen
         tok = (t0 + rc).to(tl.int64)
         gam = tl.load(gam_ptr + tok * HV + hv, mask=rm, other=0.0)
-        gam_end = tl.load(gam_ptr + (t0 + clen - 1).to(tl.int64) * HV + hv)
-        Sd = S.to(dtype)
-        w = tl.load(w_ptr + (tok[:, None] * HV + hv) * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0)
-        u = tl.load(u_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], mask=rm[:, None] & vm[None, :], other=0.0)
-        vnew = u.to(tl.float32) - tl.dot(w, Sd)
-        vnd = vnew.to(dtype)
-        qn = _l2n(tl.load(q_ptr + tok[:, None] * sk + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
+        Sd = tl.load(hs_ptr + ((slot.to(tl.int64) * HV + hv) * K + ks[:, None]) * V + vs[None, :],
+                     mask=km[:, None] & vm[None, :], other=0.0)
+        qn = _l2n(tl.load(q_ptr + tok[:, None] * (H * K) + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
         acc = tl.dot((qn * (scale * tl.exp2(gam * LOG2E))[:, None]).to(dtype), Sd)
         qk = tl.load(qk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :]).to(tl.float32)
-        live = causal & rm[:, None] & rm[None, :]
+        live = (rc[:, None] >= rc[None, :]) & rm[:, None] & rm[None, :]
         decay = tl.exp2(tl.where(live, gam[:, None] - gam[None, :], float("-inf")) * LOG2E)
+        vnd = tl.load(vn_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], mask=rm[:, None] & vm[None, :], other=0.0)
         acc = tl.dot((qk * decay * scale).to(dtype), vnd, acc)
         tl.store(o_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], acc.to(o_ptr.dtype.element_ty), mask=rm[:, None] & vm[None, :])
-        kn = _l2n(tl.load(k_ptr + tok[:, None] * sk + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
-        kd = (kn * tl.where(rm, tl.exp2((gam_end - gam) * LOG2E), 0.0)[:, None]).to(dtype)
-        S = S * tl.exp2(gam_end * LOG2E)
-        S = tl.dot(tl.trans(kd), vnd, S)
-        c += 1
-    if HAS_FINAL:
-        tl.store(final_ptr + st_offs, S, mask=st_mask)
 
 
 def gated_delta_rule_chunked(
@@ -290,9 +346,18 @@ def gated_delta_rule_chunked(
         bv //= 2
     o = torch.empty(B, T, HV, V, dtype=q.dtype, device=dev)
     final = torch.empty(n_final, HV, K, V, dtype=torch.float32, device=dev)
-    _gdr_scan_fwd_kernel[(NSEQ, HV, triton.cdiv(V, bv))](
-        q, k, qk, gam, w, u, initial_state, o, final, cu_seqlens, H, HV, K, V, scale,
+    # The state each chunk starts from and Ṽ, handed from the serial kernel to the parallel one:
+    # K·V and C·V values per chunk and value head, written once and read once.
+    hs = torch.empty(n_slots, HV, K, V, dtype=q.dtype, device=dev)
+    vn = torch.empty(tokens, HV, V, dtype=q.dtype, device=dev)
+    _gdr_state_fwd_kernel[(NSEQ, HV, triton.cdiv(V, bv))](
+        k, gam, w, u, initial_state, hs, vn, final, cu_seqlens, H, HV, K, V,
         NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv, REP=HV // H,
-        HAS_INIT=initial_state.shape[0] > 0, HAS_FINAL=n_final > 0, num_warps=4,
+        HAS_INIT=initial_state.shape[0] > 0, HAS_FINAL=n_final > 0, INTERPRET=dev.type != "cuda", num_warps=4,
+    )
+    bvo = min(bv_full, 64)
+    _gdr_out_fwd_kernel[(n_slots, HV, triton.cdiv(V, bvo))](
+        q, qk, gam, hs, vn, o, cu_seqlens, H, HV, K, V, scale,
+        NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bvo, REP=HV // H, num_warps=4,
     )
     return o, final
