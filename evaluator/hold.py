@@ -1,4 +1,4 @@
-"""A pre-call spin that holds every SM of the GPU, not one.
+"""A pre-call spin that holds every SM of the GPU, not one, and flushes the L2 while it does.
 
 Why: the timing loop can queue a spin between the L2 flush and the start event, so the call's
 launches wait behind it and the clocks are up when the timed work starts (the device's A/A,
@@ -10,6 +10,11 @@ threads, as many per SM as the SM holds, each waiting on the global timer), so a
 blocks cannot become resident until the spin is over, and then they compete with the timed work,
 where the round-trip check sees them.
 
+The same blocks write the L2 flush before they wait. A separate flush (``zero_``) would leave its
+own window: its blocks retire one by one, and a side stream's blocks take the freed slots, so work
+could hide for the flush's length (60-90 µs) before the spin even starts. Fused, there is no
+moment between the previous call and the start event when an SM is free.
+
 Not yet run on a GPU: docs/engine.md ("The pre-call spin") lists what the device must show
 before ``TimingConfig.spin_us`` may become the default.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import torch
 import triton
+import triton.language as tl
 from triton.language.extra.cuda import globaltimer
 
 #: Threads per block on the H100 and H200 (2,048 thread slots an SM): the most a block may
@@ -27,11 +33,19 @@ NUM_WARPS = THREADS // 32
 
 
 @triton.jit
-def _hold_kernel(ns):
-    # Every warp waits until ``ns`` nanoseconds of the global timer have passed since its block
-    # started; the loop has no memory traffic, so the flush before it keeps the L2 empty.
+def _hold_kernel(flush_ptr, n_flush, ns, STEP: tl.constexpr):
+    # Each block writes its share of the flush (zeros over a buffer larger than the L2), then
+    # waits until ``ns`` nanoseconds of the global timer have passed since it started. No loads:
+    # nothing it does brings data back into the L2.
     t0 = globaltimer()
-    t = t0
+    pid = tl.program_id(0).to(tl.int64)
+    stride = tl.num_programs(0).to(tl.int64) * STEP
+    offs = tl.arange(0, STEP)
+    start = pid * STEP
+    while start < n_flush:
+        tl.store(flush_ptr + start + offs, 0.0, mask=start + offs < n_flush)
+        start += stride
+    t = globaltimer()
     while t - t0 < ns:
         t = globaltimer()
 
@@ -45,6 +59,8 @@ def layout_for(device: torch.device) -> tuple[int, int]:
     return props.multi_processor_count * (slots // threads), threads // 32
 
 
-def hold(ns: int, blocks: int, num_warps: int = NUM_WARPS) -> None:
-    """Queue the spin on the current stream: ``blocks`` blocks of ``num_warps`` warps, ``ns`` ns."""
-    _hold_kernel[(blocks,)](ns, num_warps=num_warps)
+def hold(flush: torch.Tensor, ns: int, blocks: int, num_warps: int = NUM_WARPS) -> None:
+    """Queue the spin on the current stream: zero ``flush`` (fp32; it may be empty), four
+    elements a thread per step, then wait until ``ns`` ns have passed, in ``blocks`` blocks of
+    ``num_warps`` warps."""
+    _hold_kernel[(blocks,)](flush, flush.numel(), ns, STEP=num_warps * 32 * 4, num_warps=num_warps)

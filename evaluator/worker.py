@@ -126,8 +126,11 @@ class Worker:
                       if self.device.type == "cuda" and setup.flush_bytes else None)
         self.spin_ns = int(setup.spin_us * 1e3) if self.device.type == "cuda" and setup.spin_us > 0 else 0
         self.spin_layout = _hold_module.layout_for(self.device) if self.spin_ns else (0, 0)
+        # The spin writes the flush itself (evaluator/hold.py), so it needs a buffer even where
+        # the flush is off.
+        self.spin_flush = self.flush if self.flush is not None else torch.empty(0, device=self.device)
         if self.spin_ns:  # compiled here, before any provider is imported, not in a timed call
-            _spin(1_000, *self.spin_layout)
+            _spin(self.spin_flush, 1_000, *self.spin_layout)
             _cuda_sync(self.device)
         self.providers: dict[str, Callable[..., Any]] = {}
         self.modules: list[ModuleType] = []
@@ -208,10 +211,10 @@ class Worker:
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         # The flush is queued and the call launched behind it without waiting: the host's
         # launch latency overlaps the flush, so the events time the device work alone.
-        if self.flush is not None:
+        if self.spin_ns:  # the flush and the spin in one kernel that holds every SM
+            _spin(self.spin_flush, self.spin_ns, *self.spin_layout)
+        elif self.flush is not None:
             self.flush.zero_()
-        if self.spin_ns:
-            _spin(self.spin_ns, *self.spin_layout)
         start.record()
         outs = _as_outputs(fn(**args))
         end.record()
