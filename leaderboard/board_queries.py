@@ -2,8 +2,9 @@
 
 Only published results exist in :mod:`portal.scores` (rows are written at publication and removed
 when a result stops being public), so nothing here can leak an unpublished result. The reference
-rows (eager, torch.compile, expert) are scored from the latest imported reference run of the
-profile through :func:`evaluator.score_result.score_run`, the same code as every other row.
+rows (eager, torch.compile, expert) are scored from the profile's imported reference runs, merged
+task by task (:func:`reference_suite`), through :func:`evaluator.score_result.score_run`, the same
+code as every other row.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.core.cache import cache
 from django.db.models import QuerySet
 
 from evaluator.result import RunResult
+from evaluator.result_merge import merge_runs
 from evaluator.score_result import score_run
 from evaluator.scoring import SubmissionScore as Scored
 from evaluator.scoring import TaskScore as Score
@@ -103,26 +105,50 @@ def rows(f: Filters) -> QuerySet[SubmissionScore]:
     return qs.order_by(order, "-performance_score", "submission_id")  # every shown field is on the row
 
 
+@dataclass(frozen=True)
+class ReferenceSuite:
+    """A profile's imported reference runs read as one suite: per task, the latest run that has it."""
+
+    result: RunResult
+    latest: ReferenceRun  # the newest run (its date is the rows' date)
+
+
+def reference_suite(hardware: str) -> ReferenceSuite | None:
+    """The merged reference result of ``hardware`` (evaluator/result_merge.py), or None.
+
+    The references are measured over several device calls, each imported as its own run, often
+    of a few tasks. Scoring only the newest run made the "expert kernels" row a one-task suite.
+    Cached like the board: the runs change only on import.
+    """
+    def compute() -> ReferenceSuite | None:
+        runs = list(ReferenceRun.objects.filter(hardware=hardware).order_by("started_at", "pk"))
+        if not runs:
+            return None
+        merged = merge_runs([RunResult.model_validate(r.result_json) for r in runs], suite(ALL))
+        return ReferenceSuite(merged, runs[-1])
+
+    return cached("reference-suite", hardware, compute)
+
+
 def reference_rows(hardware: str, scope: str = ALL) -> list[ReferenceRow]:
     slugs = suite(scope)
     out = [ReferenceRow("PyTorch eager", eager_reference(slugs), None)] if slugs else []
-    run = ReferenceRun.objects.filter(hardware=hardware).order_by("-started_at").first()
-    if run is None or not slugs:
+    ref = reference_suite(hardware)
+    if ref is None or not slugs:
         return out
-    result = RunResult.model_validate(run.result_json)
     for provider, name in (("compile", "torch.compile"), ("candidate", "expert kernels")):
-        scores = {slug: s for slug, s in score_run(result, provider).items() if slug in slugs}
+        scores = {slug: s for slug, s in score_run(ref.result, provider).items() if slug in slugs}
         if scores and any(s.correct for s in scores.values()):
-            out.append(ReferenceRow(name, submission_score(scores, slugs), run))
+            out.append(ReferenceRow(name, submission_score(scores, slugs), ref.latest))
     return out
 
 
 def expert_speedups(hardware: str) -> dict[str, float]:
     """Task slug -> the expert's S on this profile (for the paired scatter)."""
-    run = ReferenceRun.objects.filter(hardware=hardware).order_by("-started_at").first()
-    if run is None:
+    ref = reference_suite(hardware)
+    if ref is None:
         return {}
-    scores = score_run(RunResult.model_validate(run.result_json), "candidate")
+    scores = score_run(ref.result, "candidate")
     return {slug: s.speedup for slug, s in scores.items() if s.speedup}
 
 

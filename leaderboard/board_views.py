@@ -15,7 +15,6 @@ from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from evaluator.result import RunResult
 from evaluator.score_result import score_run
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
 from leaderboard import board, board_queries, charts
@@ -101,9 +100,9 @@ def _board_charts(f: board_queries.Filters, rows: list[SubmissionScore]) -> dict
     labels = board_queries.task_labels(board_queries.suite(ALL))
     sol_rows = [charts.SolPoint(e.label, labels.get(slug, slug), s.sol_fraction)
                 for e in board_queries.entries(f.hardware, submission_ids=ids[:5]) for slug, s in e.tasks.items()]
-    run = board_queries.ReferenceRun.objects.filter(hardware=f.hardware).order_by("-started_at").first()
-    if run is not None:
-        for slug, s in score_run(RunResult.model_validate(run.result_json), "candidate").items():
+    ref = board_queries.reference_suite(f.hardware)
+    if ref is not None:
+        for slug, s in score_run(ref.result, "candidate").items():
             sol_rows.append(charts.SolPoint("expert kernels", labels.get(slug, slug), s.sol_fraction))
     if sol_rows:
         out["sol"] = charts.sol_per_task(sol_rows)

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from evaluator import suite_report
 from evaluator.result import RunResult
 from leaderboard.models import ReferenceRun, ReferenceTiming, Workload
+from portal.scores.services import new_board_generation
 from tasks.registry import load_tasks
 
 #: engine provider name -> page name. "expert" in a references run is the second timing of the
@@ -91,4 +92,5 @@ def import_file(path: Path, provenance: str = "") -> ImportReport:
                         sol_fraction=w.sol_fraction.get(engine_name), peak_mem_bytes=tm.peak_mem_bytes))
         ReferenceTiming.objects.bulk_create(rows)
         report.run, report.timings = run, len(rows)
+        transaction.on_commit(new_board_generation)  # the board's reference rows change
     return report

@@ -18,27 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evaluator import report, suite_report  # noqa: E402
 from evaluator.result import RunResult  # noqa: E402
+from evaluator.result_merge import MixedCards, merge_runs  # noqa: E402
 from tasks.registry import load_tasks  # noqa: E402
 
 
-class MixedCards(ValueError):
-    """Results of more than one hardware profile were given for one page."""
-
-
 def merge(results: list[RunResult]) -> RunResult:
-    """One page's results, task by task; every result must come from the same kind of GPU (the
-    speedups would survive a mix, but the SOL column and the page's ceilings line would not)."""
-    cards = sorted({r.hardware.name for r in results})
-    if len(cards) > 1:
-        raise MixedCards(f"these results come from different hardware profiles ({', '.join(cards)}); "
-                         "make one page per profile")
-    by_slug = {}
-    for r in results:
-        for t in r.tasks:
-            by_slug[t.slug] = t
-    order = [t.slug for t in load_tasks().tasks]
-    tasks = [by_slug[s] for s in order if s in by_slug] + [t for s, t in by_slug.items() if s not in order]
-    return results[-1].model_copy(update={"tasks": tasks})
+    """One page's results, task by task, in the catalogue's order (evaluator/result_merge.py)."""
+    return merge_runs(results, [t.slug for t in load_tasks().tasks])
 
 
 def main() -> None:

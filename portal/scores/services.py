@@ -73,7 +73,7 @@ def record_scores(submission: Submission) -> list[SubmissionScore]:
             turns_used=round(sum(used) / len(used)) if used else None))
     SubmissionScore.objects.bulk_create(rows)
     _refresh_latest(group)
-    transaction.on_commit(_new_board_generation)
+    transaction.on_commit(new_board_generation)
     return rows
 
 
@@ -86,9 +86,9 @@ def remove_scores(submission: Submission) -> None:
     _refresh_latest(group)
 
 
-def _new_board_generation() -> None:
-    """The board's cached charts and menus are stale: a shared cache drops them at once, a
-    per-process one within ``BOARD_CACHE_S``."""
+def new_board_generation() -> None:
+    """The board's cached charts and menus are stale (a publication, or an imported reference
+    run): a shared cache drops them at once, a per-process one within ``BOARD_CACHE_S``."""
     try:
         cache.incr("board:generation")
     except ValueError:

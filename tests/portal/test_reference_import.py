@@ -87,3 +87,47 @@ def test_default_imports_every_committed_h200_run() -> None:
     found = {p.name for pattern in DEFAULT_GLOBS for p in REPO_ROOT.glob(pattern)}
     assert {"h200-bench.json", "bench-attn-prefill-causal-gqa.json", "bench-muon-newton-schulz.json"} <= found
     assert not any(name.startswith("engine-fail") for name in found)
+
+
+def test_the_leaderboard_reads_every_run_of_a_profile_as_one_suite(task_tree, tmp_path: Path) -> None:
+    """The references are benched over several device calls, one imported run each. The board's
+    reference rows take each task from the latest run that has it; scoring only the newest run
+    made the "expert kernels" row a one-task suite (found on the default import: 1 of 26)."""
+    from django.core.cache import cache
+
+    from leaderboard import board_queries
+
+    sync(_tree(task_tree))
+    later = json.loads(RESULT.read_text())
+    later["started_at"] = "2026-12-03T10:00:00+00:00"
+    later["tasks"] = [t for t in later["tasks"] if t["slug"] == "silu-and-mul"]
+    for w in later["tasks"][0]["workloads"]:  # twice as slow (faster could pass the SOL cap): the later run's times count
+        for key in ("median_ms", "q1_ms", "q3_ms", "mean_ms", "min_ms"):
+            w["timings"]["candidate"][key] *= 2
+    path = tmp_path / "bench-silu-and-mul.json"
+    path.write_text(json.dumps(later))
+    call_command("import_reference_results", str(RESULT), str(path), stdout=StringIO())
+    cache.clear()
+    assert ReferenceRun.objects.count() == 2
+    rows = {r.name: r for r in board_queries.reference_rows("h200")}
+    expert = rows["expert kernels"]
+    assert expert.score.correct_count == 2 and expert.score.attempted == 2
+    assert expert.run == ReferenceRun.objects.order_by("-started_at").first()
+    from evaluator.result import RunResult
+    from evaluator.score_result import score_run
+
+    speedups = board_queries.expert_speedups("h200")
+    first = score_run(RunResult.model_validate_json(RESULT.read_text()), "candidate")
+    assert speedups["silu-and-mul"] == pytest.approx(first["silu-and-mul"].speedup / 2, rel=1e-6)
+    assert speedups["fused-add-rmsnorm"] == pytest.approx(first["fused-add-rmsnorm"].speedup, rel=1e-6)
+
+
+def test_a_merge_refuses_two_cards() -> None:
+    from evaluator.result import RunResult
+    from evaluator.result_merge import MixedCards, merge_runs
+
+    h200 = RunResult.model_validate_json(RESULT.read_text())
+    other = h200.model_copy(update={"hardware": h200.hardware.model_copy(update={"name": "h100"})})
+    with pytest.raises(MixedCards, match="h100, h200"):
+        merge_runs([h200, other])
+    assert [t.slug for t in merge_runs([h200], ["silu-and-mul"]).tasks] == ["silu-and-mul", "fused-add-rmsnorm"]
