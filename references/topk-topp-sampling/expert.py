@@ -1,6 +1,6 @@
-"""Expert Triton kernel for T22 ``topk-topp-sampling``: no sort, one fused program per row.
+"""Expert Triton kernel for T22 ``topk-topp-sampling``: no sort; rows fused, or split when few.
 
-Per row (one program):
+Per row:
 
 1. Stream the row once for its max M and softmax normalizer Z (online, per lane).
 2. Stream it again into a 256-bucket histogram of (M - logit) in steps of 1/8 (shared-memory
@@ -16,6 +16,13 @@ Per row (one program):
    argmax of logit - log q, reading the noise only at kept positions (about half the bytes).
 
 Rows with both filters off skip straight to a single race pass over the row.
+
+With enough rows (four or more per SM), one program does all of this for its row. With fewer, one
+program per row leaves too few bytes in flight, so the three streaming passes are split: each row
+is cut into slices, and passes 1-3 run as three launches over (row, slice). Pass 1 writes each
+slice's (max, normalizer); pass 2 merges those and writes each slice's histogram; pass 3 sums the
+histograms into the row's bound and compacts the slice's survivors into its own segment. A fourth
+launch, one program per row, moves the segments together in order and runs step 4 as above.
 """
 
 from __future__ import annotations
@@ -63,6 +70,167 @@ def _stream(row, start, offs, V, other, held, BLOCK: tl.constexpr, PREFETCH: tl.
 
 
 @triton.jit
+def _slice_stats(lrow, lo, hi, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+    """Max and softmax normalizer of ``lrow[lo:hi]``, online per lane. With PREFETCH, every
+    streaming pass requests the next block before it uses the current one (two in flight)."""
+    m_vec = tl.full((BLOCK,), -1e30, tl.float32)
+    z_vec = tl.zeros((BLOCK,), tl.float32)
+    x_next = _first_block(lrow + lo, offs, hi - lo, -1e30, PREFETCH)
+    for i in range(NSTEP):
+        start = lo + i * BLOCK
+        mask = start + offs < hi
+        x, x_next = _stream(lrow, start, offs, hi, -1e30, x_next, BLOCK, PREFETCH)
+        m_new = tl.maximum(m_vec, x)
+        z_vec = z_vec * tl.exp2((m_vec - m_new) * LOG2E) + tl.where(mask, tl.exp2((x - m_new) * LOG2E), 0.0)
+        m_vec = m_new
+    m = tl.max(m_vec, axis=0)
+    return m, tl.sum(z_vec * tl.exp2((m_vec - m) * LOG2E), axis=0)
+
+
+@triton.jit
+def _slice_hist(lrow, lo, hi, m, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr,
+                INV_W: tl.constexpr, PREFETCH: tl.constexpr):
+    """Histogram of (M - logit) over ``lrow[lo:hi]`` in buckets of width 1/INV_W; the last bucket
+    catches the tail."""
+    hist = tl.zeros((NB,), tl.int32)
+    x_next = _first_block(lrow + lo, offs, hi - lo, 0.0, PREFETCH)
+    for i in range(NSTEP):
+        start = lo + i * BLOCK
+        x, x_next = _stream(lrow, start, offs, hi, 0.0, x_next, BLOCK, PREFETCH)
+        b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
+        hist += tl.histogram(b, NB, mask=start + offs < hi)
+    return hist
+
+
+@triton.jit
+def _slice_compact(lrow, lo, hi, m, jl, cbase_v, cbase_i, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr,
+                   NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr):
+    """Write the (value, index) pairs of ``lrow[lo:hi]`` at or above bucket ``jl``, in index order,
+    from ``cbase_v``/``cbase_i`` on; returns how many."""
+    n_c = 0
+    x_next = _first_block(lrow + lo, offs, hi - lo, 0.0, PREFETCH)
+    for i in range(NSTEP):
+        start = lo + i * BLOCK
+        x, x_next = _stream(lrow, start, offs, hi, 0.0, x_next, BLOCK, PREFETCH)
+        b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
+        sel = (start + offs < hi) & (b <= jl)
+        pos = n_c + tl.cumsum(sel.to(tl.int32), axis=0) - 1
+        tl.store(cbase_v + pos, x, mask=sel)
+        tl.store(cbase_i + pos, start + offs, mask=sel)
+        n_c += tl.sum(sel.to(tl.int32), axis=0)
+    return n_c
+
+
+@triton.jit
+def _race_row(lrow, qrow, offs, V, NSTEP: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+    """No filter at all: one race pass over the whole row."""
+    best = float("-inf")
+    best_i = 2147483647
+    x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
+    q_next = _first_block(qrow, offs, V, 1.0, PREFETCH)
+    for i in range(NSTEP):
+        start = i * BLOCK
+        x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
+        qv, q_next = _stream(qrow, start, offs, V, 1.0, q_next, BLOCK, PREFETCH)
+        s = tl.where(start + offs < V, x - tl.log(qv), float("-inf"))
+        best, best_i = _race_update(best, best_i, s, start + offs)
+    return best_i
+
+
+@triton.jit
+def _bound(hist, kk, pp, z, topk_on, NB: tl.constexpr, INV_W: tl.constexpr):
+    """The histogram's safe lower bound on the final threshold, as a bucket index: with top-k on,
+    the first bucket whose cumulative count reaches k; with top-p only, the first bucket below which
+    an upper bound of the remaining mass is at most (1 - p) Z."""
+    j = tl.arange(0, NB)
+    cum = tl.cumsum(hist, axis=0)
+    jk = tl.min(tl.where(cum >= kk, j, NB - 1), axis=0)
+    # Upper bound of each bucket's mass: its tokens at the bucket's top edge.
+    ub = hist.to(tl.float32) * tl.exp2(-(j.to(tl.float32) / INV_W) * LOG2E)
+    tail = tl.cumsum(ub, axis=0, reverse=True) - ub  # bound on the mass strictly below bucket j
+    jp = tl.min(tl.where(tail <= (1.0 - pp) * z, j, NB - 1), axis=0)
+    return tl.where(topk_on, jk, jp)
+
+
+@triton.jit
+def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.constexpr):
+    """Step 4 on the ``n_c`` survivors at ``cbase_v``/``cbase_i`` (index order): the exact k-th
+    value, the top-k mass, the exact top-p threshold and the race. Returns (score, index)."""
+    neg_inf = float("-inf")
+    best = neg_inf
+    best_i = 2147483647
+    coffs = tl.arange(0, CB)
+    # 4a. k-th largest value: a 16-way search over the integer keys (each pass over the
+    # survivors tests 16 thresholds at once, so about 8 passes instead of 32 halvings).
+    hi = _key(m).to(tl.int64) + 1
+    lo_f = float("inf")
+    c0 = 0
+    while c0 < n_c:
+        cm = c0 + coffs < n_c
+        lo_f = tl.minimum(lo_f, tl.min(tl.load(cbase_v + c0 + coffs, mask=cm, other=float("inf")), axis=0))
+        c0 += CB
+    lo = _key(lo_f).to(tl.int64)
+    frac = (tl.arange(0, 16) + 1).to(tl.int64)
+    if topk_on:
+        while hi - lo > 1:
+            mids = lo + ((hi - lo) * frac) // 17
+            cnt = tl.zeros((16,), tl.int32)
+            c0 = 0
+            while c0 < n_c:
+                cm = c0 + coffs < n_c
+                kv = _key(tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)).to(tl.int64)
+                cnt += tl.sum(((kv[:, None] >= mids[None, :]) & cm[:, None]).to(tl.int32), axis=0)
+                c0 += CB
+            ge = cnt >= kk
+            lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
+            hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
+    tk = lo
+    # 4b. top-k mass (the whole row's normalizer when top-k is off).
+    zk = z
+    if topk_on:
+        zk = 0.0
+        c0 = 0
+        while c0 < n_c:
+            cm = c0 + coffs < n_c
+            v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
+            zk += tl.sum(tl.where(cm & (_key(v).to(tl.int64) >= tk), tl.exp2((v - m) * LOG2E), 0.0), axis=0)
+            c0 += CB
+    # 4c. top-p threshold: the largest key whose mass at or above it still reaches p * zk.
+    thr = tk
+    if topp_on:
+        target = pp * zk
+        lo = tk
+        hi = _key(m).to(tl.int64) + 1
+        while hi - lo > 1:
+            mids = lo + ((hi - lo) * frac) // 17
+            mass = tl.zeros((16,), tl.float32)
+            c0 = 0
+            while c0 < n_c:
+                cm = c0 + coffs < n_c
+                v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
+                kv = _key(v).to(tl.int64)
+                ev = tl.where(cm, tl.exp2((v - m) * LOG2E), 0.0)
+                mass += tl.sum(tl.where(kv[:, None] >= mids[None, :], ev[:, None], 0.0), axis=0)
+                c0 += CB
+            ge = mass >= target
+            lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
+            hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
+        thr = lo
+    # 4d. exponential race over the kept survivors; noise read only where kept.
+    c0 = 0
+    while c0 < n_c:
+        cm = c0 + coffs < n_c
+        v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
+        idx = tl.load(cbase_i + c0 + coffs, mask=cm, other=0)
+        kept = cm & (_key(v).to(tl.int64) >= thr)
+        qv = tl.load(qrow + idx, mask=kept, other=1.0)
+        s = tl.where(kept, v - tl.log(qv), neg_inf)
+        best, best_i = _race_update(best, best_i, s, idx)
+        c0 += CB
+    return best, best_i
+
+
+@triton.jit
 def _topk_topp_sample_fwd_kernel(
     logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, cand_v_ptr, cand_i_ptr,
     stride_l, stride_q, B,  # B: rows, only for the autotuner's key (resident programs per SM)
@@ -77,131 +245,120 @@ def _topk_topp_sample_fwd_kernel(
     offs = tl.arange(0, BLOCK)
     topk_on = kk < V
     topp_on = pp < 1.0
-    neg_inf = float("-inf")
-    best = neg_inf
-    best_i = 2147483647
+    NSTEP: tl.constexpr = (V + BLOCK - 1) // BLOCK
     if topk_on | topp_on:
-        # 1. max and normalizer, online per lane. With PREFETCH, every streaming pass requests the
-        # next block before it uses the current one (two blocks in flight per program).
-        m_vec = tl.full((BLOCK,), -1e30, tl.float32)
-        z_vec = tl.zeros((BLOCK,), tl.float32)
-        x_next = _first_block(lrow, offs, V, -1e30, PREFETCH)
-        for start in range(0, V, BLOCK):
-            mask = start + offs < V
-            x, x_next = _stream(lrow, start, offs, V, -1e30, x_next, BLOCK, PREFETCH)
-            m_new = tl.maximum(m_vec, x)
-            z_vec = z_vec * tl.exp2((m_vec - m_new) * LOG2E) + tl.where(mask, tl.exp2((x - m_new) * LOG2E), 0.0)
-            m_vec = m_new
-        m = tl.max(m_vec, axis=0)
-        z = tl.sum(z_vec * tl.exp2((m_vec - m) * LOG2E), axis=0)
-        # 2. histogram of (M - logit) in buckets of width 1/INV_W; the last bucket catches the tail.
-        hist = tl.zeros((NB,), tl.int32)
-        x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
-        for start in range(0, V, BLOCK):
-            mask = start + offs < V
-            x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
-            b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
-            hist += tl.histogram(b, NB, mask=mask)
-        j = tl.arange(0, NB)
-        cum = tl.cumsum(hist, axis=0)
-        jk = tl.min(tl.where(cum >= kk, j, NB - 1), axis=0)
-        # Upper bound of each bucket's mass: its tokens at the bucket's top edge.
-        ub = hist.to(tl.float32) * tl.exp2(-(j.to(tl.float32) / INV_W) * LOG2E)
-        tail = tl.cumsum(ub, axis=0, reverse=True) - ub  # bound on the mass strictly below bucket j
-        jp = tl.min(tl.where(tail <= (1.0 - pp) * z, j, NB - 1), axis=0)
-        jl = tl.where(topk_on, jk, jp)
-        # 3. compact the survivors of the bound, in index order.
+        # 1. max and normalizer; 2. histogram and the bound; 3. compaction of its survivors.
+        m, z = _slice_stats(lrow, 0, V, offs, NSTEP, BLOCK, PREFETCH)
+        hist = _slice_hist(lrow, 0, V, m, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+        jl = _bound(hist, kk, pp, z, topk_on, NB, INV_W)
         cbase_v = cand_v_ptr + row * V
         cbase_i = cand_i_ptr + row * V
-        n_c = 0
-        x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
-        for start in range(0, V, BLOCK):
-            mask = start + offs < V
-            x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
-            b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
-            sel = mask & (b <= jl)
-            pos = n_c + tl.cumsum(sel.to(tl.int32), axis=0) - 1
-            tl.store(cbase_v + pos, x, mask=sel)
-            tl.store(cbase_i + pos, start + offs, mask=sel)
-            n_c += tl.sum(sel.to(tl.int32), axis=0)
-        coffs = tl.arange(0, CB)
-        # 4a. k-th largest value: a 16-way search over the integer keys (each pass over the
-        # survivors tests 16 thresholds at once, so about 8 passes instead of 32 halvings).
-        hi = _key(m).to(tl.int64) + 1
-        lo_f = float("inf")
-        c0 = 0
-        while c0 < n_c:
-            cm = c0 + coffs < n_c
-            lo_f = tl.minimum(lo_f, tl.min(tl.load(cbase_v + c0 + coffs, mask=cm, other=float("inf")), axis=0))
-            c0 += CB
-        lo = _key(lo_f).to(tl.int64)
-        frac = (tl.arange(0, 16) + 1).to(tl.int64)
-        if topk_on:
-            while hi - lo > 1:
-                mids = lo + ((hi - lo) * frac) // 17
-                cnt = tl.zeros((16,), tl.int32)
-                c0 = 0
-                while c0 < n_c:
-                    cm = c0 + coffs < n_c
-                    kv = _key(tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)).to(tl.int64)
-                    cnt += tl.sum(((kv[:, None] >= mids[None, :]) & cm[:, None]).to(tl.int32), axis=0)
-                    c0 += CB
-                ge = cnt >= kk
-                lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
-                hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
-        tk = lo
-        # 4b. top-k mass (the whole row's normalizer when top-k is off).
-        zk = z
-        if topk_on:
-            zk = 0.0
-            c0 = 0
-            while c0 < n_c:
-                cm = c0 + coffs < n_c
-                v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
-                zk += tl.sum(tl.where(cm & (_key(v).to(tl.int64) >= tk), tl.exp2((v - m) * LOG2E), 0.0), axis=0)
-                c0 += CB
-        # 4c. top-p threshold: the largest key whose mass at or above it still reaches p * zk.
-        thr = tk
-        if topp_on:
-            target = pp * zk
-            lo = tk
-            hi = _key(m).to(tl.int64) + 1
-            while hi - lo > 1:
-                mids = lo + ((hi - lo) * frac) // 17
-                mass = tl.zeros((16,), tl.float32)
-                c0 = 0
-                while c0 < n_c:
-                    cm = c0 + coffs < n_c
-                    v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
-                    kv = _key(v).to(tl.int64)
-                    ev = tl.where(cm, tl.exp2((v - m) * LOG2E), 0.0)
-                    mass += tl.sum(tl.where(kv[:, None] >= mids[None, :], ev[:, None], 0.0), axis=0)
-                    c0 += CB
-                ge = mass >= target
-                lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
-                hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
-            thr = lo
-        # 4d. exponential race over the kept survivors; noise read only where kept.
-        c0 = 0
-        while c0 < n_c:
-            cm = c0 + coffs < n_c
-            v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
-            idx = tl.load(cbase_i + c0 + coffs, mask=cm, other=0)
-            kept = cm & (_key(v).to(tl.int64) >= thr)
-            qv = tl.load(qrow + idx, mask=kept, other=1.0)
-            s = tl.where(kept, v - tl.log(qv), neg_inf)
-            best, best_i = _race_update(best, best_i, s, idx)
-            c0 += CB
+        n_c = _slice_compact(lrow, 0, V, m, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+        best, best_i = _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB)
     else:
-        # No filter at all: one race pass over the whole row.
-        x_next = _first_block(lrow, offs, V, 0.0, PREFETCH)
-        q_next = _first_block(qrow, offs, V, 1.0, PREFETCH)
-        for start in range(0, V, BLOCK):
-            mask = start + offs < V
-            x, x_next = _stream(lrow, start, offs, V, 0.0, x_next, BLOCK, PREFETCH)
-            qv, q_next = _stream(qrow, start, offs, V, 1.0, q_next, BLOCK, PREFETCH)
-            s = tl.where(mask, x - tl.log(qv), neg_inf)
-            best, best_i = _race_update(best, best_i, s, start + offs)
+        best_i = _race_row(lrow, qrow, offs, V, NSTEP, BLOCK, PREFETCH)
+    tl.store(ids_ptr + row, best_i.to(tl.int64))
+
+
+@triton.jit
+def _row_stats(stats_ptr, row, S: tl.constexpr, SP: tl.constexpr):
+    """The row's max and normalizer from its S slices' (max, normalizer) pairs."""
+    ss = tl.arange(0, SP)
+    ms = tl.load(stats_ptr + (row * S + ss) * 2, mask=ss < S, other=-1e30)
+    zs = tl.load(stats_ptr + (row * S + ss) * 2 + 1, mask=ss < S, other=0.0)
+    m = tl.max(ms, axis=0)
+    return m, tl.sum(zs * tl.exp2((ms - m) * LOG2E), axis=0)
+
+
+@triton.jit
+def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, stride_l, V: tl.constexpr, L: tl.constexpr,
+                        S: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
+    """Split path, pass 1, one program per (row, slice of L tokens): the slice's max and normalizer."""
+    row = tl.program_id(0).to(tl.int64)
+    sl = tl.program_id(1)
+    if (tl.load(k_ptr + row) < V) | (tl.load(p_ptr + row) < 1.0):  # unfiltered rows: the race only
+        lo = sl * L
+        m, z = _slice_stats(logits_ptr + row * stride_l, lo, tl.minimum(lo + L, V), tl.arange(0, BLOCK), L // BLOCK,
+                            BLOCK, PREFETCH)
+        tl.store(stats_ptr + (row * S + sl) * 2, m)
+        tl.store(stats_ptr + (row * S + sl) * 2 + 1, z)
+
+
+@triton.jit
+def _split_hist_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l, V: tl.constexpr, L: tl.constexpr,
+                       S: tl.constexpr, SP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr,
+                       PREFETCH: tl.constexpr):
+    """Split path, pass 2: the slice's histogram, against the whole row's max."""
+    row = tl.program_id(0).to(tl.int64)
+    sl = tl.program_id(1)
+    if (tl.load(k_ptr + row) < V) | (tl.load(p_ptr + row) < 1.0):
+        m, _z = _row_stats(stats_ptr, row, S, SP)
+        lo = sl * L
+        hist = _slice_hist(logits_ptr + row * stride_l, lo, tl.minimum(lo + L, V), m, tl.arange(0, BLOCK), L // BLOCK,
+                           BLOCK, NB, INV_W, PREFETCH)
+        tl.store(hist_ptr + (row * S + sl) * NB + tl.arange(0, NB), hist)
+
+
+@triton.jit
+def _split_compact_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, cand_v_ptr, cand_i_ptr, count_ptr, stride_l,
+                          V: tl.constexpr, L: tl.constexpr, S: tl.constexpr, SP: tl.constexpr, BLOCK: tl.constexpr,
+                          NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr):
+    """Split path, pass 3: the row's bound from the summed histograms, then the slice's survivors,
+    compacted in index order into the slice's own segment of the row's scratch."""
+    row = tl.program_id(0).to(tl.int64)
+    sl = tl.program_id(1)
+    kk = tl.load(k_ptr + row)
+    pp = tl.load(p_ptr + row)
+    topk_on = kk < V
+    if topk_on | (pp < 1.0):
+        m, z = _row_stats(stats_ptr, row, S, SP)
+        ss = tl.arange(0, SP)
+        j = tl.arange(0, NB)
+        hists = tl.load(hist_ptr + (row * S + ss)[:, None] * NB + j[None, :], mask=(ss < S)[:, None], other=0)
+        jl = _bound(tl.sum(hists, axis=0), kk, pp, z, topk_on, NB, INV_W)
+        lo = sl * L
+        seg = row * V + lo
+        n = _slice_compact(logits_ptr + row * stride_l, lo, tl.minimum(lo + L, V), m, jl, cand_v_ptr + seg,
+                           cand_i_ptr + seg, tl.arange(0, BLOCK), L // BLOCK, BLOCK, NB, INV_W, PREFETCH)
+        tl.store(count_ptr + row * S + sl, n)
+
+
+@triton.jit
+def _split_pick_kernel(logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, stats_ptr, cand_v_ptr, cand_i_ptr, count_ptr,
+                       stride_l, stride_q, V: tl.constexpr, L: tl.constexpr, S: tl.constexpr, SP: tl.constexpr,
+                       BLOCK: tl.constexpr, CB: tl.constexpr, PREFETCH: tl.constexpr):
+    """Split path, step 4, one program per row: the slices' survivor segments are moved together
+    (in place, in order, so index order holds), then the same exact search and race as the fused
+    kernel."""
+    row = tl.program_id(0).to(tl.int64)
+    kk = tl.load(k_ptr + row)
+    pp = tl.load(p_ptr + row)
+    qrow = q_ptr + row * stride_q
+    topk_on = kk < V
+    topp_on = pp < 1.0
+    if topk_on | topp_on:
+        m, z = _row_stats(stats_ptr, row, S, SP)
+        cbase_v = cand_v_ptr + row * V
+        cbase_i = cand_i_ptr + row * V
+        coffs = tl.arange(0, CB)
+        n_c = 0
+        for sl in tl.static_range(S):
+            # A segment moves left or stays (n_c <= sl * L), chunk by chunk: each chunk is loaded
+            # whole before it is stored, and a chunk's stores end before the next chunk's loads begin.
+            n_s = tl.load(count_ptr + row * S + sl)
+            c0 = 0
+            while c0 < n_s:
+                cm = c0 + coffs < n_s
+                v = tl.load(cbase_v + sl * L + c0 + coffs, mask=cm)
+                i = tl.load(cbase_i + sl * L + c0 + coffs, mask=cm)
+                tl.store(cbase_v + n_c + c0 + coffs, v, mask=cm)
+                tl.store(cbase_i + n_c + c0 + coffs, i, mask=cm)
+                c0 += CB
+            n_c += n_s
+        best, best_i = _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB)
+    else:
+        best_i = _race_row(logits_ptr + row * stride_l, qrow, tl.arange(0, BLOCK), V, (V + BLOCK - 1) // BLOCK, BLOCK,
+                           PREFETCH)
     tl.store(ids_ptr + row, best_i.to(tl.int64))
 
 
@@ -231,17 +388,62 @@ _GPU_CONFIGS = [
 _topk_topp_sample_tuned = triton.autotune(configs=_GPU_CONFIGS, key=["V", "B"])(_topk_topp_sample_fwd_kernel)
 
 
-def topk_topp_sampling(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """logits, q: [B, V] fp32; k: [B] int32; p: [B] fp32. Returns ids [B] int64."""
+#: The split path (rows spread over several programs) takes over when there are fewer rows than
+#: this many per SM: the fused kernel's one program per row then leaves SMs with too few bytes in
+#: flight (W1 and W2 ran at 13-18% of bandwidth on the H100, docs/results/h100.md). Each row is cut
+#: into slices of whole blocks, for about SPLIT_TARGET programs per SM over the four passes' first
+#: three; 4-warp programs with 2048-wide prefetching blocks (the fused kernel's spill-free small tile).
+SPLIT_BELOW, SPLIT_TARGET, MAX_SPLITS = 4, 8, 8
+SPLIT_BLOCK, SPLIT_WARPS = 2048, 4
+#: The interpreter's split block: small, so the smoke rows are cut into several slices.
+SPLIT_BLOCK_CPU = 512
+
+
+def _slices(V: int, want: int, block: int) -> tuple[int, int]:
+    """(slices, tokens per slice) for about ``want`` slices of whole blocks over a row of V."""
+    length = triton.cdiv(triton.cdiv(V, max(1, want)), block) * block
+    return triton.cdiv(V, length), length
+
+
+def _splits(B: int, V: int, sms: int, block: int) -> tuple[int, int]:
+    """(slices per row, tokens per slice): one slice when the fused kernel has enough rows."""
+    if SPLIT_BELOW * sms <= B:
+        return 1, V
+    return _slices(V, min(MAX_SPLITS, triton.cdiv(SPLIT_TARGET * sms, B)), block)
+
+
+def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor,
+            splits: int | None = None) -> torch.Tensor:
+    """The expert, with the path forced for tests: ``splits`` = 1 the fused kernel, None the
+    choice by the row count, another number that many slices where the row allows."""
     B, V = logits.shape
     if logits.stride(1) != 1 or q.stride(1) != 1:
         raise ValueError("rows of logits and q must be contiguous")
     ids = torch.empty(B, dtype=torch.int64, device=logits.device)
     cand_v = torch.empty(B, V, dtype=torch.float32, device=logits.device)
     cand_i = torch.empty(B, V, dtype=torch.int32, device=logits.device)
+    cpu = logits.device.type == "cpu"
+    sblock = SPLIT_BLOCK_CPU if cpu else SPLIT_BLOCK
+    sms = 132 if cpu else torch.cuda.get_device_properties(logits.device).multi_processor_count
+    n_split, length = _splits(B, V, sms, sblock)
+    if splits is not None:
+        n_split, length = (1, V) if splits == 1 else _slices(V, splits, sblock)
+    if n_split > 1:
+        sp = triton.next_power_of_2(n_split)
+        stats = torch.empty(B * n_split * 2, dtype=torch.float32, device=logits.device)
+        hist = torch.empty(B * n_split * NB, dtype=torch.int32, device=logits.device)
+        count = torch.empty(B * n_split, dtype=torch.int32, device=logits.device)
+        meta = {"V": V, "L": length, "S": n_split, "BLOCK": sblock, "PREFETCH": 1, "num_warps": SPLIT_WARPS}
+        _split_stats_kernel[(B, n_split)](logits, k, p, stats, logits.stride(0), **meta)
+        _split_hist_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), SP=sp, NB=NB, INV_W=INV_W, **meta)
+        _split_compact_kernel[(B, n_split)](logits, k, p, stats, hist, cand_v, cand_i, count, logits.stride(0), SP=sp,
+                                            NB=NB, INV_W=INV_W, **meta)
+        _split_pick_kernel[(B,)](logits, k, p, q, ids, stats, cand_v, cand_i, count, logits.stride(0), q.stride(0),
+                                 SP=sp, CB=CB, **meta)
+        return ids
     args = (logits, k, p, q, ids, cand_v, cand_i, logits.stride(0), q.stride(0), B)
     block = min(BLOCK, triton.next_power_of_2(V))
-    if logits.device.type == "cpu" or block < BLOCK:  # the interpreter, or rows shorter than a tile
+    if cpu or block < BLOCK:  # the interpreter, or rows shorter than a tile
         _topk_topp_sample_fwd_kernel[(B,)](
             *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, PREFETCH=1,
             num_warps=NUM_WARPS if block >= 4096 else 4,
@@ -249,3 +451,8 @@ def topk_topp_sampling(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q
     else:
         _topk_topp_sample_tuned[(B,)](*args, V=V, NB=NB, INV_W=INV_W, CB=CB)
     return ids
+
+
+def topk_topp_sampling(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """logits, q: [B, V] fp32; k: [B] int32; p: [B] fp32. Returns ids [B] int64."""
+    return _sample(logits, k, p, q)
