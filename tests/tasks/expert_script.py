@@ -2,8 +2,8 @@
 
 For tests of an expert's internals at sizes its smoke workloads do not reach. The interpreter
 must be switched on before Triton defines the kernels, hence a fresh process per check; the
-script sees the expert module as ``mod`` and its arguments in ``sys.argv[1:]``, and passes by
-printing ``ok``.
+script sees the expert module as ``mod``, the task's baseline module as ``base`` and its arguments
+in ``sys.argv[1:]``, and passes by printing ``ok``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import torch, triton
 spec = importlib.util.spec_from_file_location("expert", "references/{slug}/expert.py")
 mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mod)
+spec_b = importlib.util.spec_from_file_location("baseline", "tasks/{slug}/baseline.py")
+base = importlib.util.module_from_spec(spec_b)
+spec_b.loader.exec_module(base)
 '''
 
 

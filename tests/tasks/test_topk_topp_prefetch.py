@@ -15,9 +15,6 @@ from tests.tasks.expert_script import run_against_expert
 pytestmark = pytest.mark.interpreter
 
 CHECK = r'''
-spec_b = importlib.util.spec_from_file_location("baseline", "tasks/topk-topp-sampling/baseline.py")
-base = importlib.util.module_from_spec(spec_b)
-spec_b.loader.exec_module(base)
 filters = int(sys.argv[1])
 B, V = 6, 20000
 inp = base.make_inputs({"B": B, "V": V, "filters": filters}, torch.Generator().manual_seed(filters), torch.device("cpu"))

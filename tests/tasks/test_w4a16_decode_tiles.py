@@ -15,9 +15,6 @@ from tests.tasks.expert_script import run_against_expert
 pytestmark = pytest.mark.interpreter
 
 CHECK = r'''
-spec_b = importlib.util.spec_from_file_location("baseline", "tasks/w4a16-awq-gemm/baseline.py")
-base = importlib.util.module_from_spec(spec_b)
-spec_b.loader.exec_module(base)
 M, split = int(sys.argv[1]), int(sys.argv[2])
 N, K, G = 200, 512, 128
 inp = base.make_inputs({"M": M, "N": N, "K": K, "G": G, "dtype": "fp16"}, torch.Generator().manual_seed(M + split),
