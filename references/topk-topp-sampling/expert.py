@@ -364,7 +364,7 @@ def _split_pick_kernel(logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, stats_ptr, cand
 
 #: One row per program; 4096-wide blocks with 16 warps keep 8 fp32 lanes per thread in flight per
 #: load, and the 256 buckets of width 1/8 cover 32 nats below the max (mass beyond that is < 1e-13
-#: of the max token's and lands in the catch-all bucket). This is the interpreter's tile.
+#: of the max token's and lands in the catch-all bucket). The fused kernel's tile in the interpreter.
 BLOCK, NUM_WARPS, NB, INV_W, CB = 4096, 16, 256, 8.0, 512
 
 #: GPU candidates, timed by the autotuner per shape. On the H200 the 4096 x 16-warp tile alone
@@ -391,8 +391,9 @@ _topk_topp_sample_tuned = triton.autotune(configs=_GPU_CONFIGS, key=["V", "B"])(
 #: The split path (rows spread over several programs) takes over when there are fewer rows than
 #: this many per SM: the fused kernel's one program per row then leaves SMs with too few bytes in
 #: flight (W1 and W2 ran at 13-18% of bandwidth on the H100, docs/results/h100.md). Each row is cut
-#: into slices of whole blocks, for about SPLIT_TARGET programs per SM over the four passes' first
-#: three; 4-warp programs with 2048-wide prefetching blocks (the fused kernel's spill-free small tile).
+#: into slices of whole blocks, for about SPLIT_TARGET programs per SM in each of the three
+#: streaming passes: 4-warp programs with 2048-wide prefetching blocks (the fused kernel's
+#: spill-free small tile).
 SPLIT_BELOW, SPLIT_TARGET, MAX_SPLITS = 4, 8, 8
 SPLIT_BLOCK, SPLIT_WARPS = 2048, 4
 #: The interpreter's split block: small, so the smoke rows are cut into several slices.
