@@ -81,8 +81,9 @@ def _select(args: argparse.Namespace, tasks: dict[str, Task]) -> list[Task]:
     return list(tasks.values())
 
 
-def _timing_overrides(pairs: list[str]) -> dict[str, float]:
-    """``--timing budget_s=1.5`` pairs as TimingConfig overrides, checked here so a typo fails at once."""
+def timing_overrides(pairs: list[str]) -> dict[str, float]:
+    """``--timing budget_s=1.5`` pairs as TimingConfig overrides, checked here so a typo fails at once
+    (also the device scripts' parser: scripts/anticheat_device.py)."""
     from evaluator.judge import TimingConfig
 
     out: dict[str, float] = {}
@@ -120,7 +121,7 @@ def _judge(args: argparse.Namespace, command: str) -> int:
     opts = RunOptions(command=command, smoke=args.smoke, compare=compare, timeout_s=args.timeout,
                       workloads=args.workload or [], label=label,
                       interpret=True if args.interpret else None,
-                      timing=_timing_overrides(getattr(args, "timing", None) or []))
+                      timing=timing_overrides(getattr(args, "timing", None) or []))
     console = _console()
     started = time.monotonic()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

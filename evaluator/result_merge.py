@@ -35,5 +35,6 @@ def merge_runs(results: Sequence[RunResult], order: Sequence[str] = ()) -> RunRe
     for r in results:
         for t in r.tasks:
             by_slug[t.slug] = t
-    ranked = [s for s in order if s in by_slug] + [s for s in by_slug if s not in set(order)]
+    listed = set(order)
+    ranked = [s for s in order if s in by_slug] + [s for s in by_slug if s not in listed]
     return results[-1].model_copy(update={"tasks": [by_slug[s] for s in ranked]})

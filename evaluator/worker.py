@@ -126,10 +126,10 @@ class Worker:
                       if self.device.type == "cuda" and setup.flush_bytes else None)
         self.spin_ns = int(setup.spin_us * 1e3) if self.device.type == "cuda" and setup.spin_us > 0 else 0
         self.spin_layout = _hold_module.layout_for(self.device) if self.spin_ns else (0, 0)
-        # The spin writes the flush itself (evaluator/hold.py), so it needs a buffer even where
-        # the flush is off.
-        self.spin_flush = self.flush if self.flush is not None else torch.empty(0, device=self.device)
+        self.spin_flush = self.flush
         if self.spin_ns:  # compiled here, before any provider is imported, not in a timed call
+            if self.spin_flush is None:  # the spin writes the flush itself (evaluator/hold.py)
+                self.spin_flush = torch.empty(0, device=self.device)
             _spin(self.spin_flush, 1_000, *self.spin_layout)
             _cuda_sync(self.device)
         self.providers: dict[str, Callable[..., Any]] = {}

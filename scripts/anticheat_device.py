@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from evaluator import errors, sandbox  # noqa: E402
-from evaluator.judge import TimingConfig  # noqa: E402
+from evaluator.cli import timing_overrides  # noqa: E402
 from evaluator.result import TaskResult  # noqa: E402
 from evaluator.runner import RunOptions, run  # noqa: E402
 from tasks.registry import get_task, load_tasks  # noqa: E402
@@ -84,18 +84,6 @@ def cheat_row(name: str, workload: str) -> dict:
     return {"cheat": name, "command": command, "status": task.status, "code": task.error_code,
             "verdict": task.verdict, "reason": task.reason[:300].replace("\n", " "), "caught": caught,
             "wall_s": round(wall, 1)}
-
-
-def timing_overrides(pairs: list[str]) -> dict[str, float]:
-    """``KEY=NUMBER`` pairs as TimingConfig overrides (checked by the judge's own parser)."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--timing wants KEY=NUMBER, got {pair!r}")
-        out[key.strip()] = float(value)
-    TimingConfig.from_dict(out)  # an unknown key fails here, before any device time is spent
-    return out
 
 
 def round_trip_us(timings: dict) -> str:

@@ -153,6 +153,36 @@ def _bound(hist, kk, pp, z, topk_on, NB: tl.constexpr, INV_W: tl.constexpr):
 
 
 @triton.jit
+def _search(lo, hi, target, cbase_v, n_c, m, BY_MASS: tl.constexpr, CB: tl.constexpr):
+    """The largest integer key in [lo, hi) whose survivors at or above it reach ``target``: by
+    count (the k-th value), or by exp-mass (the top-p threshold). A 16-way search: each pass over
+    the survivors tests 16 thresholds at once, so about 8 passes instead of 32 halvings."""
+    coffs = tl.arange(0, CB)
+    frac = (tl.arange(0, 16) + 1).to(tl.int64)
+    while hi - lo > 1:
+        mids = lo + ((hi - lo) * frac) // 17
+        if BY_MASS:  # noqa: SIM108 (constexpr branches: the count search stays in int32, no exponentials)
+            acc = tl.zeros((16,), tl.float32)
+        else:
+            acc = tl.zeros((16,), tl.int32)
+        c0 = 0
+        while c0 < n_c:
+            cm = c0 + coffs < n_c
+            v = tl.load(cbase_v + c0 + coffs, mask=cm, other=float("-inf"))
+            above = _key(v).to(tl.int64)[:, None] >= mids[None, :]
+            if BY_MASS:
+                ev = tl.where(cm, tl.exp2((v - m) * LOG2E), 0.0)
+                acc += tl.sum(tl.where(above, ev[:, None], 0.0), axis=0)
+            else:
+                acc += tl.sum((above & cm[:, None]).to(tl.int32), axis=0)
+            c0 += CB
+        ge = acc >= target
+        lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
+        hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
+    return lo
+
+
+@triton.jit
 def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.constexpr):
     """Step 4 on the ``n_c`` survivors at ``cbase_v``/``cbase_i`` (index order): the exact k-th
     value, the top-k mass, the exact top-p threshold and the race. Returns (score, index)."""
@@ -160,8 +190,7 @@ def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.co
     best = neg_inf
     best_i = 2147483647
     coffs = tl.arange(0, CB)
-    # 4a. k-th largest value: a 16-way search over the integer keys (each pass over the
-    # survivors tests 16 thresholds at once, so about 8 passes instead of 32 halvings).
+    # 4a. k-th largest value: the key search by count, from the smallest survivor up.
     hi = _key(m).to(tl.int64) + 1
     lo_f = float("inf")
     c0 = 0
@@ -170,20 +199,8 @@ def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.co
         lo_f = tl.minimum(lo_f, tl.min(tl.load(cbase_v + c0 + coffs, mask=cm, other=float("inf")), axis=0))
         c0 += CB
     lo = _key(lo_f).to(tl.int64)
-    frac = (tl.arange(0, 16) + 1).to(tl.int64)
     if topk_on:
-        while hi - lo > 1:
-            mids = lo + ((hi - lo) * frac) // 17
-            cnt = tl.zeros((16,), tl.int32)
-            c0 = 0
-            while c0 < n_c:
-                cm = c0 + coffs < n_c
-                kv = _key(tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)).to(tl.int64)
-                cnt += tl.sum(((kv[:, None] >= mids[None, :]) & cm[:, None]).to(tl.int32), axis=0)
-                c0 += CB
-            ge = cnt >= kk
-            lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
-            hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
+        lo = _search(lo, hi, kk, cbase_v, n_c, m, False, CB)
     tk = lo
     # 4b. top-k mass (the whole row's normalizer when top-k is off).
     zk = z
@@ -198,24 +215,7 @@ def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.co
     # 4c. top-p threshold: the largest key whose mass at or above it still reaches p * zk.
     thr = tk
     if topp_on:
-        target = pp * zk
-        lo = tk
-        hi = _key(m).to(tl.int64) + 1
-        while hi - lo > 1:
-            mids = lo + ((hi - lo) * frac) // 17
-            mass = tl.zeros((16,), tl.float32)
-            c0 = 0
-            while c0 < n_c:
-                cm = c0 + coffs < n_c
-                v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
-                kv = _key(v).to(tl.int64)
-                ev = tl.where(cm, tl.exp2((v - m) * LOG2E), 0.0)
-                mass += tl.sum(tl.where(kv[:, None] >= mids[None, :], ev[:, None], 0.0), axis=0)
-                c0 += CB
-            ge = mass >= target
-            lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
-            hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
-        thr = lo
+        thr = _search(tk, _key(m).to(tl.int64) + 1, pp * zk, cbase_v, n_c, m, True, CB)
     # 4d. exponential race over the kept survivors; noise read only where kept.
     c0 = 0
     while c0 < n_c:
@@ -425,6 +425,7 @@ def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Ten
     cand_i = torch.empty(B, V, dtype=torch.int32, device=logits.device)
     cpu = logits.device.type == "cpu"
     sblock = SPLIT_BLOCK_CPU if cpu else SPLIT_BLOCK
+    # The interpreter has no SMs: it takes an H100's or H200's count, so it picks the paths the GPU would.
     sms = 132 if cpu else torch.cuda.get_device_properties(logits.device).multi_processor_count
     n_split, length = _splits(B, V, sms, sblock)
     if splits is not None:

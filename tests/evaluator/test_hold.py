@@ -21,17 +21,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # no compilable kernel): the worker's own call, ``hold.hold``, is what gets built, so its
 # arguments are checked against the kernel's signature too. ptxas comes with the Triton wheel.
 _BUILD = r"""
-import dataclasses, json, re, sys
+import dataclasses, json, re, sys, tempfile
+from pathlib import Path
 import torch
 sys.path.insert(0, "scripts")
 import preflight_sm90 as pf
 from evaluator import hold
-report, seen = pf.WorkloadReport("hold", "-"), {}
-with pf.compile_only(report, seen):
+report, seen, dump = pf.WorkloadReport("hold", "-"), {}, Path(tempfile.mkdtemp())
+with pf.compile_only(report, seen, dump):
     hold.hold(pf._as_fake(torch.empty(1 << 20)), 300_000, 264, hold.NUM_WARPS)
 (build,) = report.builds
-kernel = next(iter(hold._hold_kernel.device_caches[0][0].values()))
-ptx = kernel.asm["ptx"]
+(ptx_file,) = dump.glob("*.ptx")
+ptx = ptx_file.read_text()
 print(json.dumps({**dataclasses.asdict(build), "threads": int(re.search(r"\.reqntid (\d+)", ptx).group(1)),
                   "timer_reads": ptx.count("%globaltimer"), "loads": len(re.findall(r"\bld\.global", ptx)),
                   "stores": len(re.findall(r"\bst\.global", ptx))}))

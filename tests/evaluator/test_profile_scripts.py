@@ -155,7 +155,8 @@ def test_anticheat_report_shows_each_providers_round_trip_by_half() -> None:
 
 def test_anticheat_timing_overrides_are_checked_before_any_device_time() -> None:
     """``--timing spin_us=300`` reaches every judged run of the device anti-cheat (the spin's
-    side-stream check); a key the judge does not know stops the script at once."""
+    side-stream check), parsed by the CLI's own parser; a key the judge does not know stops the
+    script at once."""
     mod = _load("anticheat_device")
     assert mod.timing_overrides(["spin_us=300", "max_checks=2"]) == {"spin_us": 300.0, "max_checks": 2.0}
     with pytest.raises(SystemExit, match="KEY=NUMBER"):
