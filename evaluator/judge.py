@@ -72,16 +72,15 @@ class TimingConfig:
     optional_call_s: float = 180.0
     flush_bytes: int = 256 * 2**20  # written before every timed call to empty the L2
     judge_flush: bool = True  # the judge flushes too, so a worker that skips its flush gains nothing
-    # A GPU spin queued after the worker's flush and before the start event, in µs (0: none). The
-    # call's launches then queue behind it and the clocks are up when the timed work starts, so
-    # the events time the kernels rather than the host's launches or an idle GPU's clock ramp.
-    # The device's A/A (docs/results/h100-spin-aa.md) shows it works: two workers timing one
-    # kernel agreed within 0.9% with 300 µs, against up to 14.5% without. It stays off by
-    # default, because torch.cuda._sleep is one thread on one SM: a candidate's side-stream
-    # kernels run on the other SMs during the spin, hidden from the events and from the judge's
-    # round-trip check alike (the trusted providers pay the same spin). It can become the
-    # default once the spin occupies every SM (docs/engine.md, "The pre-call spin").
-    spin_us: float = 0.0
+    # A hold of every SM queued before the start event, in µs (0: none; evaluator/hold.py writes
+    # the L2 flush, then waits on the GPU's timer in two 1,024-thread blocks per SM). The call's
+    # launches queue behind it and the clocks are up when the timed work starts, so the events
+    # time the kernels rather than the host's launches or an idle GPU's clock ramp, and no SM is
+    # free for a side stream between the previous call and the start event. On the H100 (session
+    # 12, docs/results/h100-spin-aa.md) two workers timing one kernel agreed within 0.9% with it,
+    # against 5.9-14.5% without, its medians sat within 1% of their minima, and side_stream.py
+    # was still rejected (docs/results/anti-cheat.md). On the CPU it does nothing.
+    spin_us: float = 300.0
     fresh_inputs: bool = True  # new secret values for every call (False: each set keeps its first values)
     # Work that escapes the worker's timer shows on the judge's clock as a larger round trip
     # than the trusted providers' (same harness, same transfers): a finding above the first

@@ -63,8 +63,8 @@ class Timing(_Model):
     residual_first_half_ms: float | None = None
     residual_second_half_ms: float | None = None
     # The device time's median over the first and the second half of the timed calls: whether a
-    # worker ran slower early in its run (two workers timing the same kernel differ by up to 11% on
-    # short calls, docs/results/h200-same-kernel.md).
+    # worker ran slower early in its run (without the pre-call hold, two workers timing the same
+    # kernel differed by up to 11% on short calls, docs/results/h200-same-kernel.md).
     median_first_half_ms: float | None = None
     median_second_half_ms: float | None = None
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from evaluator import errors, sandbox  # noqa: E402
 from evaluator.cli import timing_overrides  # noqa: E402
+from evaluator.judge import TimingConfig  # noqa: E402
 from evaluator.result import TaskResult  # noqa: E402
 from evaluator.runner import RunOptions, run  # noqa: E402
 from tasks.registry import get_task, load_tasks  # noqa: E402
@@ -163,6 +164,10 @@ def markdown(report: dict) -> str:
     lines = ["# Anti-cheat run on the GPU", "",
              f"Command: `bash scripts/device_anticheat.sh --part {report['part']}` ({report['when']}, {report['gpu']}).",
              "",
+             "Timing of every judged run: " + ", ".join(f"{k}={v}" for k, v in sorted(report.get("timing", {}).items()))
+             + "; the rest at `TimingConfig`'s defaults"
+             + (f" (spin_us={report['default_spin_us']})" if "default_spin_us" in report else "") + ".",
+             "",
              f"Sandbox: {report['sandbox']}"]
     if report.get("cheats"):
         lines += ["", "## Cheat corpus (tests/evaluator/cheats/)", "",
@@ -215,7 +220,8 @@ def main() -> int:
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU",
                     "sandbox": (f"bubblewrap works, namespaces {','.join(sandbox.namespaces())}" if ok
                                 else f"bubblewrap UNUSABLE: {why}"),
-                    "overhead_workload": args.workload, "timing": dict(FAST)}
+                    "overhead_workload": args.workload, "timing": dict(FAST),
+                    "default_spin_us": TimingConfig().spin_us}
     stem = f"anti-cheat-{args.part}"
     lock = threading.Lock()
 
