@@ -10,6 +10,7 @@ task, the result of the latest run that has it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from evaluator.result import RunResult
 
@@ -18,15 +19,22 @@ class MixedCards(ValueError):
     """Results of more than one hardware profile were given for one merge."""
 
 
+def chronological(results: Sequence[RunResult]) -> list[RunResult]:
+    """``results`` by when each run started (stable for equal times): the order of files on a
+    command line or of rows in an import is not the order they were measured in."""
+    return sorted(results, key=lambda r: datetime.fromisoformat(r.started_at))
+
+
 def merge_runs(results: Sequence[RunResult], order: Sequence[str] = ()) -> RunResult:
-    """One result from ``results``, oldest first: a later run's task replaces an earlier one's.
+    """One result from ``results``: a later run's task replaces an earlier one's, by start time.
 
     Every result must come from the same hardware profile: the speedups would survive a mix, but
     the SOL fractions and the ceilings they rest on would not. Tasks come in ``order`` (slugs),
-    then any others in the order they were met. The run-level fields are the last run's.
+    then any others in the order they were met. The run-level fields are the latest run's.
     """
     if not results:
         raise ValueError("nothing to merge")
+    results = chronological(results)
     cards = sorted({r.hardware.name for r in results})
     if len(cards) > 1:
         raise MixedCards(f"these results come from different hardware profiles ({', '.join(cards)}); "

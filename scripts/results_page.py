@@ -18,13 +18,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evaluator import report, suite_report  # noqa: E402
 from evaluator.result import RunResult  # noqa: E402
-from evaluator.result_merge import MixedCards, merge_runs  # noqa: E402
+from evaluator.result_merge import MixedCards, chronological, merge_runs  # noqa: E402
 from tasks.registry import load_tasks  # noqa: E402
 
 
 def merge(results: list[RunResult]) -> RunResult:
     """One page's results, task by task, in the catalogue's order (evaluator/result_merge.py)."""
     return merge_runs(results, [t.slug for t in load_tasks().tasks])
+
+
+def ceilings_line(run: RunResult) -> str:
+    """The ceilings a run's SOL fractions rest on, as the page's header words them."""
+    hw = run.hardware
+    return (f"{hw.memory_bandwidth_gbs:,.0f} GB/s, " + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in hw.peak_tflops.items()))
+
+
+def mixed_ceilings(results: list[RunResult]) -> str:
+    """A note for the header when the merged tasks come from runs calibrated differently (the
+    header shows the latest run's ceilings, and each row's SOL is its own run's), else ''."""
+    source: dict[str, RunResult] = {}
+    for run in chronological(results):
+        for t in run.tasks:
+            source[t.slug] = run
+    groups: dict[str, list[str]] = {}
+    for slug, run in source.items():
+        groups.setdefault(ceilings_line(run), []).append(slug)
+    if len(groups) < 2:
+        return ""
+    return ("**The rows come from runs calibrated with different ceilings; each row's SOL fraction uses its "
+            "own run's.** " + " ".join(f"{line}: {', '.join(sorted(slugs))}." for line, slugs in groups.items()))
 
 
 def main() -> None:
@@ -46,6 +68,10 @@ def main() -> None:
     text = report.markdown(merged, args.command)
     if args.title:
         text = text.replace(text.splitlines()[0], f"# {args.title}", 1)
+    mixed = mixed_ceilings(results)
+    if mixed:
+        intro = "Times are medians"
+        text = text.replace(intro, mixed + "\n\n" + intro, 1)
     latency = frozenset(t.slug for t in tree.tasks if t.spec.roofline.bound == "latency")
     if changed:
         text += ("\n## Roofline formulas corrected after the measurement\n\nThese workloads' SOL is "

@@ -116,6 +116,29 @@ def test_the_results_page_never_merges_two_kinds_of_gpu() -> None:
         page.merge([h200, h100])
 
 
+def test_the_latest_measurement_wins_whatever_the_order_of_the_files() -> None:
+    """Files come in glob order (bench-<slug>.json), not in the order they were measured: the
+    merge goes by each run's start time, and the page says when the merged rows rest on different
+    ceilings (a later calibration of the same card), naming which tasks use which."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("results_page", REPO_ROOT / "scripts/results_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    old = _run()
+    slug = old.tasks[0].slug
+    hw = old.hardware.model_copy(update={"memory_bandwidth_gbs": old.hardware.memory_bandwidth_gbs + 100})
+    new_task = old.tasks[0].model_copy(update={"reason": "the later run"})
+    new = old.model_copy(update={"started_at": "2099-01-01T00:00:00+00:00", "tasks": [new_task], "hardware": hw})
+    for order in ([old, new], [new, old]):
+        merged = page.merge(order)
+        assert merged.tasks[0].reason == "the later run" and merged.started_at.startswith("2099")
+    note = page.mixed_ceilings([new, old])
+    assert note.startswith("**The rows come from runs calibrated with different ceilings")
+    assert f"{hw.memory_bandwidth_gbs:,.0f} GB/s" in note and f": {slug}." in note
+    assert page.mixed_ceilings([old, old]) == ""
+
+
 def test_a_task_stopped_part_way_shows_its_kept_workloads_and_why_it_stopped() -> None:
     from evaluator import report
 
