@@ -275,7 +275,8 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
-                limit = f"its limit of {limit_s:.0f} s per call" if limit_s is not None else "the time limit"
+                limit = (f"its limit of {limit_s:.0f} s per call" if limit_s is not None else
+                         "the task's time limit (one limit for every provider and workload of the task)")
                 raise self._failure(f"the {self.cfg.label} did not finish {doing} within {limit}; "
                                     "its process group was killed", errors.USER_TIMEOUT)
             ready, _, _ = select.select([self.sock], [], [], min(remaining, 0.5))

@@ -89,6 +89,7 @@ def silu_and_mul(x):
     assert result.error_code == errors.INFRA_TRUSTED, (result.error_code, result.reason)
     assert result.status == "error" and result.verdict == "unjudged"
     assert "trusted provider baseline" in result.reason and "did not finish" in result.reason
+    assert "the task's time limit" in result.reason  # the task's deadline, not a per-call limit, ran out
 
 
 def test_a_trusted_expert_out_of_memory_is_not_the_submissions_fault(task_tree):
