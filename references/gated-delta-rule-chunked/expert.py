@@ -5,7 +5,8 @@ and are numbered sequence after sequence; programs find theirs by walking ``cu_s
 device. Three launches, split as in flash-linear-attention:
 
 1. ``_gdr_wy_fwd_kernel``, fully parallel, one program per (chunk, q/k head): l2-normalizes q and
-   k on load, computes Q·Kᵀ (stored once for the chunk, shared by the head's value heads) and the
+   k on load (and stores them for the later phases), computes Q·Kᵀ (stored once for the chunk,
+   shared by the head's value heads) and the
    16 x 16 blocks of K·Kᵀ once, then for each of the head's value heads: the gate cumsum Γ in fp32
    (stored), the decayed, β-scaled strictly lower matrix A, its unit-lower-triangular inverse
    T = (I + A)⁻¹ by blocked forward substitution (16 x 16 diagonal blocks by the terminating
@@ -14,9 +15,12 @@ device. Three launches, split as in flash-linear-attention:
 2. ``_gdr_state_fwd_kernel``, one program per (sequence, value head, slice of V): the only serial
    part. It carries its K x V slice of the fp32 state on-chip across the sequence's chunks. Per
    chunk it stores the state the chunk starts from (bf16), forms Ṽ = U - W S (stored), and sets
-   S <- e^{Γ_end} S + (K ⊙ e^{Γ_end - Γ})ᵀ Ṽ. Columns of S evolve independently, so splitting V
-   across programs keeps the SMs busy even for a single long sequence. Nothing in a step waits on
-   the output, and the loop is pipelined, so the loads of W, U and K come a chunk ahead.
+   S <- e^{Γ_end} S + K̂ᵀ (Ṽ ⊙ e^{Γ_end - Γ}), with K̂ the keys as phase 1 stored them
+   normalized: no row reduction in the chain, and the decay on the narrow Ṽ slice. Columns of S
+   evolve independently, so splitting V across programs keeps the SMs busy even for a single long
+   sequence. Nothing in a step waits on the output. On the GPU the tuner picks per shape between
+   a pipelined loop (the loads of W, U and K̂ a chunk ahead, more shared memory) and a plain one
+   (fewer resources a program, more programs an SM).
 3. ``_gdr_out_fwd_kernel``, one program per (chunk, value head, slice of V), all in parallel: the
    output scale·((Q ⊙ e^Γ) S + (QKᵀ ⊙ e^{Γ_i - Γ_j}, causal) Ṽ), written once, from the stored
    state and Ṽ. The first H100 measurement (docs/results/h100.md) had the output inside the serial
@@ -114,7 +118,7 @@ def _store_rows(ptr, x, t0, r0, clen, stride_t, col0, cols, ncols, BR: tl.conste
 
 @triton.jit
 def _gdr_wy_fwd_kernel(
-    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, cu_ptr,
+    q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, qn_ptr, kn_ptr, cu_ptr,
     H, HV, K, V,
     NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
 ):
@@ -130,6 +134,11 @@ def _gdr_wy_fwd_kernel(
         qn = _l2n(_rows(q_ptr, t0, 0, clen, sk, h * K, ks, K, C))
         kn = _l2n(_rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, C))
         qk = tl.dot(qn.to(dtype), tl.trans(kn.to(dtype)))
+        # The normalized rows, stored once for the later phases: the serial kernel's key operand and
+        # the output kernel's query operand then come straight from memory (a pipelined copy into
+        # shared memory), with no row reduction inside the chain's steps.
+        _store_rows(qn_ptr, qn, t0, 0, clen, sk, h * K, ks, K, C)
+        _store_rows(kn_ptr, kn, t0, 0, clen, sk, h * K, ks, K, C)
         rc = tl.arange(0, C)
         tl.store(qk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :], qk.to(qk_ptr.dtype.element_ty))
         # K·Kᵀ in 16 x 16 blocks (lower blocks only), shared by the value heads.
@@ -205,11 +214,13 @@ def _gdr_wy_fwd_kernel(
 
 
 @triton.jit
-def _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V, ks, vs, km, vm,
+def _gdr_state_step(S, c, a, e, base, hv, h, kn_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V, ks, vs, km, vm,
                     st_mask, C: tl.constexpr):
     """One chunk of the serial kernel: store the state the chunk starts from, form and store
-    Ṽ = U - W S, and return the state after the chunk."""
-    dtype = k_ptr.dtype.element_ty
+    Ṽ = U - W S, and return the state after the chunk,
+    e^{Γ_end} S + K̂ᵀ (Ṽ ⊙ e^{Γ_end - Γ}). The per-row decay goes on Ṽ (C x BV values), not on
+    the normalized keys K̂ (C x K), which the step loads as they were stored."""
+    dtype = kn_ptr.dtype.element_ty
     rc = tl.arange(0, C)
     t0 = a + c * C
     clen = tl.minimum(e - t0, C)
@@ -222,20 +233,20 @@ def _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_pt
     gam_end = tl.load(gam_ptr + (t0 + clen - 1).to(tl.int64) * HV + hv)
     w = tl.load(w_ptr + (tok[:, None] * HV + hv) * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0)
     u = tl.load(u_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], mask=rm[:, None] & vm[None, :], other=0.0)
-    vnd = (u.to(tl.float32) - tl.dot(w, Sd)).to(dtype)
-    tl.store(vn_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], vnd, mask=rm[:, None] & vm[None, :])
-    kn = _l2n(tl.load(k_ptr + tok[:, None] * (H * K) + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
-    kd = (kn * tl.where(rm, tl.exp2((gam_end - gam) * LOG2E), 0.0)[:, None]).to(dtype)
+    vn = u.to(tl.float32) - tl.dot(w, Sd)
+    tl.store(vn_ptr + (tok[:, None] * HV + hv) * V + vs[None, :], vn.to(dtype), mask=rm[:, None] & vm[None, :])
+    kn = tl.load(kn_ptr + tok[:, None] * (H * K) + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0)
+    vd = (vn * tl.where(rm, tl.exp2((gam_end - gam) * LOG2E), 0.0)[:, None]).to(dtype)
     S = S * tl.exp2(gam_end * LOG2E)
-    return tl.dot(tl.trans(kd), vnd, S)
+    return tl.dot(tl.trans(kn), vd, S)
 
 
 @triton.jit
 def _gdr_state_fwd_kernel(
-    k_ptr, gam_ptr, w_ptr, u_ptr, init_ptr, hs_ptr, vn_ptr, final_ptr, cu_ptr,
+    kn_ptr, gam_ptr, w_ptr, u_ptr, init_ptr, hs_ptr, vn_ptr, final_ptr, cu_ptr,
     H, HV, K, V,
     NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
-    HAS_INIT: tl.constexpr, HAS_FINAL: tl.constexpr, INTERPRET: tl.constexpr,
+    HAS_INIT: tl.constexpr, HAS_FINAL: tl.constexpr, INTERPRET: tl.constexpr, STAGES: tl.constexpr,
 ):
     """The serial part, and nothing else: per chunk, store the state it starts from, form
     Ṽ = U - W S (stored), and carry S to the next chunk. The outputs are left to the parallel
@@ -267,20 +278,38 @@ def _gdr_state_fwd_kernel(
         # refuses int() of a one-element array); the compiled kernel takes the pipelined loop.
         c = 0
         while c < nck:
-            S = _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V,
+            S = _gdr_state_step(S, c, a, e, base, hv, h, kn_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V,
                                 ks, vs, km, vm, st_mask, C)
             c += 1
     else:
-        for c in tl.range(0, nck, num_stages=2):
-            S = _gdr_state_step(S, c, a, e, base, hv, h, k_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V,
+        for c in tl.range(0, nck, num_stages=STAGES):
+            S = _gdr_state_step(S, c, a, e, base, hv, h, kn_ptr, gam_ptr, w_ptr, u_ptr, hs_ptr, vn_ptr, H, HV, K, V,
                                 ks, vs, km, vm, st_mask, C)
     if HAS_FINAL:
         tl.store(final_ptr + st_offs, S, mask=st_mask)
 
 
+#: GPU candidates for the serial kernel, timed by the autotuner per shape. Pipelined (2 stages),
+#: the step's W, U and normalized-key tiles are copied into shared memory a chunk ahead: 74-82 KB
+#: on sm_90, two or three programs per SM. Unpipelined, the loads wait in each step but the
+#: program needs about half the shared memory, so more programs share an SM to hide each other's
+#: latency. Which wins depends on how many programs the shape has (W1: 1,024, W3: 256); the
+#: session-11 kernel was the first candidate without the stored keys.
+_STATE_CONFIGS = [
+    triton.Config({"STAGES": 2}, num_warps=4),
+    triton.Config({"STAGES": 1}, num_warps=4),
+    triton.Config({"STAGES": 2}, num_warps=8),
+]
+#: Every launch writes all of hs, Ṽ and the final states from the inputs alone, so the tuner's
+#: trials need no restoring.
+_gdr_state_fwd_tuned = triton.autotune(
+    configs=_STATE_CONFIGS, key=["K", "V", "HV", "NSEQ", "BV", "HAS_INIT", "HAS_FINAL"],
+)(_gdr_state_fwd_kernel)
+
+
 @triton.jit
 def _gdr_out_fwd_kernel(
-    q_ptr, qk_ptr, gam_ptr, hs_ptr, vn_ptr, o_ptr, cu_ptr,
+    qn_ptr, qk_ptr, gam_ptr, hs_ptr, vn_ptr, o_ptr, cu_ptr,
     H, HV, K, V, scale,
     NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
 ):
@@ -293,7 +322,7 @@ def _gdr_out_fwd_kernel(
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:  # surplus slots (from the upper bound on the chunk count) do nothing
         h = hv // REP
-        dtype = q_ptr.dtype.element_ty
+        dtype = qn_ptr.dtype.element_ty
         ks = tl.arange(0, BK)
         vs = vb * BV + tl.arange(0, BV)
         km = ks < K
@@ -304,7 +333,7 @@ def _gdr_out_fwd_kernel(
         gam = tl.load(gam_ptr + tok * HV + hv, mask=rm, other=0.0)
         Sd = tl.load(hs_ptr + ((slot.to(tl.int64) * HV + hv) * K + ks[:, None]) * V + vs[None, :],
                      mask=km[:, None] & vm[None, :], other=0.0)
-        qn = _l2n(tl.load(q_ptr + tok[:, None] * (H * K) + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32))
+        qn = tl.load(qn_ptr + tok[:, None] * (H * K) + h * K + ks[None, :], mask=rm[:, None] & km[None, :], other=0.0).to(tl.float32)
         acc = tl.dot((qn * (scale * tl.exp2(gam * LOG2E))[:, None]).to(dtype), Sd)
         qk = tl.load(qk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :]).to(tl.float32)
         live = (rc[:, None] >= rc[None, :]) & rm[:, None] & rm[None, :]
@@ -336,8 +365,10 @@ def gated_delta_rule_chunked(
     gam = torch.empty(tokens, HV, dtype=torch.float32, device=dev)
     w = torch.empty(tokens, HV, K, dtype=q.dtype, device=dev)
     u = torch.empty(tokens, HV, V, dtype=q.dtype, device=dev)
+    qn = torch.empty(tokens, H, K, dtype=q.dtype, device=dev)  # l2-normalized q and k
+    kn = torch.empty(tokens, H, K, dtype=q.dtype, device=dev)
     _gdr_wy_fwd_kernel[(n_slots, H)](
-        q, k, v, g, beta, qk, gam, w, u, cu_seqlens, H, HV, K, V,
+        q, k, v, g, beta, qk, gam, w, u, qn, kn, cu_seqlens, H, HV, K, V,
         NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv_full, REP=HV // H, num_warps=8,
     )
     # V slices per program: enough (sequence, value head, slice) programs to fill 132 SMs twice.
@@ -350,14 +381,17 @@ def gated_delta_rule_chunked(
     # K·V and C·V values per chunk and value head, written once and read once.
     hs = torch.empty(n_slots, HV, K, V, dtype=q.dtype, device=dev)
     vn = torch.empty(tokens, HV, V, dtype=q.dtype, device=dev)
-    _gdr_state_fwd_kernel[(NSEQ, HV, triton.cdiv(V, bv))](
-        k, gam, w, u, initial_state, hs, vn, final, cu_seqlens, H, HV, K, V,
-        NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv, REP=HV // H,
-        HAS_INIT=initial_state.shape[0] > 0, HAS_FINAL=n_final > 0, INTERPRET=dev.type != "cuda", num_warps=4,
-    )
+    state_args = (kn, gam, w, u, initial_state, hs, vn, final, cu_seqlens, H, HV, K, V)
+    state_meta = dict(NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv, REP=HV // H,
+                      HAS_INIT=initial_state.shape[0] > 0, HAS_FINAL=n_final > 0, INTERPRET=dev.type != "cuda")
+    state_grid = (NSEQ, HV, triton.cdiv(V, bv))
+    if dev.type == "cuda":
+        _gdr_state_fwd_tuned[state_grid](*state_args, **state_meta)
+    else:  # the interpreter runs the while loop, one fixed shape
+        _gdr_state_fwd_kernel[state_grid](*state_args, **state_meta, STAGES=1, num_warps=4)
     bvo = min(bv_full, 64)
     _gdr_out_fwd_kernel[(n_slots, HV, triton.cdiv(V, bvo))](
-        q, qk, gam, hs, vn, o, cu_seqlens, H, HV, K, V, scale,
+        qn, qk, gam, hs, vn, o, cu_seqlens, H, HV, K, V, scale,
         NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bvo, REP=HV // H, num_warps=4,
     )
     return o, final
