@@ -63,6 +63,11 @@ class TimingConfig:
     warmup: int = 3
     check_probability: float = 0.1  # chance that a timed candidate call is also compared
     max_checks: int = 24  # checked timed calls per provider and workload, at most
+    # Checked timed calls at least (the first round and rounds drawn from the first min_count),
+    # however early the loop stops. Without it, a loop that converges at min_count rounds checks
+    # about three calls, and a kernel wrong on a fifth of its timed calls escaped one time in two;
+    # with the pre-call hold steadying the timings, the H100's cheat run checked only 3-4.
+    min_checks: int = 6
     sets: int = 2  # input sets per provider, alternated, at most (every call gets fresh values anyway)
     # A workload keeps the fewest sets (at least one) whose bytes reach this, more than the L2 holds
     # (shm.rotation_sets): two copies of gigabytes of inputs in every worker's arena buy nothing.
@@ -468,12 +473,13 @@ class Judge:
         reason = "max count"
         loop_start = time.perf_counter()
         order = list(workers)
+        drawn = _drawn_rounds(rng, cfg)
         for rnd in range(cfg.max_count):
             rng.shuffle(order)
             k = rnd % sets
             for name in list(order):
                 check = name.startswith("candidate") and checked[name] < cfg.max_checks and (
-                    rnd == 0 or rng.random() < cfg.check_probability)
+                    rnd in drawn or rng.random() < cfg.check_probability)
                 done = attempt(name, k, "time", check=check)
                 if done is None:
                     order.remove(name)
@@ -512,6 +518,14 @@ class Judge:
                 residual_ms=residual[name], **_halves("residual", gaps[name]), **_halves("median", values),
             )
         return result, reason, findings, untimed
+
+
+def _drawn_rounds(rng: random.Random, cfg: TimingConfig) -> frozenset[int]:
+    """The rounds whose candidate calls are checked whatever the chance says: the first, and
+    ``min_checks - 1`` more drawn from the first ``min_count`` (the loop never stops before those).
+    The candidate cannot tell a checked call from another, so where they fall is no signal to it."""
+    later = range(1, max(cfg.min_count, 1))
+    return frozenset({0, *rng.sample(later, k=max(0, min(cfg.min_checks - 1, len(later))))})
 
 
 def _halves(prefix: str, values: list[float]) -> dict[str, float | None]:

@@ -107,3 +107,27 @@ def test_the_launch_spin_is_on_by_default_and_reaches_every_timed_worker():
     assert watched["evaluator.worker._spin"] is worker._spin
     assert watched["evaluator.hold.hold"] is worker._spin  # the spin that holds every SM
     assert "evaluator.hold._hold_kernel" in watched and "triton.runtime.jit.JITFunction.run" in watched
+
+
+def test_a_loop_that_stops_early_still_checks_min_checks_timed_calls():
+    """Converging at min_count rounds used to leave about three checked calls (the first round
+    and 10% after it); the floor draws the rest from the first min_count rounds, and no more than
+    that are added when chance gives none."""
+    from evaluator.judge import TimingConfig, _drawn_rounds
+
+    task = get_task("silu-and-mul")
+    for floor in (1, 4):
+        opts = RunOptions(command="bench", smoke=True, interpret=True, cpu_timing=True, workloads=["S1"],
+                          timeout_s=120,
+                          timing={"min_count": 8, "max_count": 8, "budget_s": 100.0, "check_probability": 0.0,
+                                  "min_checks": floor, "escape_finding": [1.0, 10.0], "escape_reject": [1.0, 20.0]})
+        (result,) = run([task], lambda _t: task.expert_path, opts, candidate_path=task.expert_path).tasks
+        assert result.status == "correct", result.reason
+        (w,) = result.workloads
+        assert w.timings["candidate"].checked_calls == floor
+        assert w.timings["baseline"].checked_calls == 0
+    import random
+
+    drawn = _drawn_rounds(random.Random(1), TimingConfig(min_count=20, min_checks=6))
+    assert 0 in drawn and len(drawn) == 6 and max(drawn) < 20
+    assert _drawn_rounds(random.Random(1), TimingConfig(min_count=3, min_checks=10)) == {0, 1, 2}
