@@ -82,9 +82,10 @@ if [ "$BENCH" = 1 ]; then
     rc=$?
     # Only a finished result counts as done.
     # A timeout under a per-task limit that the deadline shortened is the deadline's doing, not the
-    # task's: that result is kept aside (bench-<slug>.cut.json) and the task benched again next call.
+    # task's, whichever provider it stopped (scripts/round_cut.py): that result is kept aside
+    # (bench-<slug>.cut.json) and the task benched again next call.
     if [ "$rc" -le 1 ] && [ -s "$W/bench-$slug.json.part" ]; then
-      if [ "$per" -lt "$CAP" ] && grep -q '"error_code": *"eval:user:timeout"' "$W/bench-$slug.json.part"; then
+      if [ "$per" -lt "$CAP" ] && python3 scripts/round_cut.py "$W/bench-$slug.json.part"; then
         mv "$W/bench-$slug.json.part" "$W/bench-$slug.cut.json"; echo "bench $slug: cut by the deadline" | tee -a "$LOG"
       else
         mv "$W/bench-$slug.json.part" "$W/bench-$slug.json"

@@ -258,3 +258,22 @@ def test_spin_aa_driver_benches_each_task_with_and_without_the_spin_in_alternati
     report = (out / "aa.md").read_text()
     assert "## spin_us = 0" in report and "## spin_us = 250" in report
     assert report.count("| calls under 0.5 ms | 2 |") == 2  # both tasks' pairs in each setting
+
+
+def test_a_result_stopped_by_the_tasks_time_limit_is_benched_again_whichever_provider_it_stopped() -> None:
+    """Session 12's qk-rmsnorm-rope got the 51 s left before the round's deadline and was stopped
+    while the trusted expert ran: the round kept that as the task's result. Such a result is cut
+    by the deadline, like a candidate's timeout; a correct run, or a per-call limit, is not."""
+    mod = _load("round_cut")
+    qk = json.loads((REPO_ROOT / "docs/results/h100-runs/s12-deadline-bench-qk-rmsnorm-rope.json").read_text())
+    assert mod.cut_by_time_limit(qk)
+    done = json.loads((REPO_ROOT / "docs/results/h100-runs/bench-silu-and-mul.json").read_text())
+    assert not mod.cut_by_time_limit(done)
+
+    def task(code: str, reason: str) -> dict:
+        return {"tasks": [{"error_code": code, "reason": reason}]}
+
+    assert mod.cut_by_time_limit(task("eval:user:timeout", "the candidate did not finish"))
+    assert mod.cut_by_time_limit(task("eval:infra:trusted-provider", "... within the task's time limit (one limit ...)"))
+    assert not mod.cut_by_time_limit(task("eval:infra:trusted-provider", "OutOfMemoryError: CUDA out of memory"))
+    assert not mod.cut_by_time_limit(task("eval:user:wrong-answer", "tolerance"))
