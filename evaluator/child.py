@@ -169,8 +169,9 @@ def launch_early(job: Job, started: float) -> Any:
 def judge_task(job: Job, reporter: Reporter, started: float | None = None, early: Any = None) -> TaskResult:
     import torch
 
-    from evaluator.judge import Judge, TimingConfig
+    from evaluator.judge import Judge
     from evaluator.static_scan import scan_file
+    from evaluator.timing_config import TimingConfig
     from evaluator.workerproc import WorkerFailure
     from tasks.registry import get_task
 

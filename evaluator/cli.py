@@ -84,7 +84,7 @@ def _select(args: argparse.Namespace, tasks: dict[str, Task]) -> list[Task]:
 def timing_overrides(pairs: list[str]) -> dict[str, float]:
     """``--timing budget_s=1.5`` pairs as TimingConfig overrides, checked here so a typo fails at once
     (also the device scripts' parser: scripts/anticheat_device.py)."""
-    from evaluator.judge import TimingConfig
+    from evaluator.timing_config import TimingConfig
 
     out: dict[str, float] = {}
     for pair in pairs:

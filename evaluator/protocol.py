@@ -56,7 +56,7 @@ class Setup(_Msg):
     outputs: list[OutputSpec]
     inputs: list[str]  # tensor input names (for the aliasing check)
     flush_bytes: int = 0
-    spin_us: float = 0.0  # judge.TimingConfig.spin_us
+    spin_us: float = 0.0  # timing_config.TimingConfig.spin_us
     record_ops: bool = True
 
 

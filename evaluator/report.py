@@ -65,6 +65,19 @@ def print_result(result: RunResult, console: Console) -> None:
         console.print(f"[bold]{result.note}[/bold]", soft_wrap=True)
 
 
+def hold_line(result: RunResult) -> str:
+    """How the run's calls were held before timing (docs/engine.md, the pre-call hold): short
+    calls read slower without it, so a page must say which rows had it."""
+    if not result.timing_taken:
+        return "No timing was taken."
+    if not result.timing:
+        return "Timed before results recorded their timing settings, so without the pre-call hold."
+    spin = float(result.timing.get("spin_us", 0.0))
+    if spin > 0 and result.mode == "gpu":
+        return f"Every timed call was preceded by a {spin:g} µs hold of every SM (the pre-call hold)."
+    return "Timed without the pre-call hold."
+
+
 def markdown(result: RunResult, command: str) -> str:
     """The ``docs/results/<profile>.md`` page: per workload times, speedups, SOL and spread."""
     fp = result.fingerprint
@@ -79,7 +92,7 @@ def markdown(result: RunResult, command: str) -> str:
         f"{fp.clocks_start.get('clocks.sm', '?')}/{fp.clocks_end.get('clocks.sm', '?')} MHz. Ceilings used for "
         f"SOL (profile `{result.hardware.name}`): {result.hardware.memory_bandwidth_gbs:,.0f} GB/s, "
         + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in result.hardware.peak_tflops.items())
-        + f" ({result.hardware.provenance}).",
+        + f" ({result.hardware.provenance}). {hold_line(result)}",
         "",
         "Times are medians of device-event timings in µs (L2 flushed before every call, inputs rotated, "
         "providers interleaved); speedup is eager baseline / provider; SOL is the speed-of-light time over "

@@ -8,7 +8,7 @@ error, never a result), and ``docs/result-schema.json`` is generated from them
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -160,6 +160,11 @@ class RunResult(_Model):
     hardware: HardwareProfileRecord
     fingerprint: Fingerprint
     seed_schedule: dict[str, list[int]] = Field(default_factory=dict)  # revealed after the run
+    # The timing settings a timed run used (evaluator.timing_config.TimingConfig, every field, the
+    # overrides applied), so a page can say how its rows were timed; empty when no timing was
+    # taken, and in results written before the engine recorded them (2026-12-05, before the
+    # pre-call hold became the default: those were timed without it).
+    timing: dict[str, Any] = Field(default_factory=dict)
     tasks: list[TaskResult]
 
     @property

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from evaluator import ENGINE_VERSION, errors, hardware, sandbox
 from evaluator.result import Candidate, ChildReport, Fingerprint, RunResult, TaskResult
 from evaluator.tails import TailBuffer, drain
+from evaluator.timing_config import TimingConfig
 from tasks.registry import REPO_ROOT, Task
 
 OUTPUT_CAP = 64 * 1024  # bytes of a child's stdout/stderr kept (the tail)
@@ -245,5 +246,5 @@ def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptio
         finished_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), smoke=smoke,
         candidate=Candidate(path=str(cand), sha256=file_sha256(cand) if cand.is_file() else "", label=opts.label),
         compare=list(opts.compare), hardware=profile.record(), fingerprint=fp, seed_schedule=schedule,
-        tasks=results,
+        timing=TimingConfig.from_dict(opts.timing).record() if timing_taken else {}, tasks=results,
     )

@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO))
 
 from evaluator import errors, sandbox  # noqa: E402
 from evaluator.cli import timing_overrides  # noqa: E402
-from evaluator.judge import TimingConfig  # noqa: E402
 from evaluator.result import TaskResult  # noqa: E402
 from evaluator.runner import RunOptions, run  # noqa: E402
+from evaluator.timing_config import TimingConfig  # noqa: E402
 from tasks.registry import get_task, load_tasks  # noqa: E402
 
 CHEATS = REPO / "tests" / "evaluator" / "cheats"

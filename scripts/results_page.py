@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,20 +34,36 @@ def ceilings_line(run: RunResult) -> str:
     return (f"{hw.memory_bandwidth_gbs:,.0f} GB/s, " + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in hw.peak_tflops.items()))
 
 
-def mixed_ceilings(results: list[RunResult]) -> str:
-    """A note for the header when the merged tasks come from runs calibrated differently (the
-    header shows the latest run's ceilings, and each row's SOL is its own run's), else ''."""
+def _grouped(results: list[RunResult], describe: Callable[[RunResult], str]) -> dict[str, list[str]]:
+    """Each description of the runs that the merged page's tasks come from -> those tasks."""
     source: dict[str, RunResult] = {}
     for run in chronological(results):
         for t in run.tasks:
             source[t.slug] = run
     groups: dict[str, list[str]] = {}
     for slug, run in source.items():
-        groups.setdefault(ceilings_line(run), []).append(slug)
+        groups.setdefault(describe(run), []).append(slug)
+    return groups
+
+
+def mixed_ceilings(results: list[RunResult]) -> str:
+    """A note for the header when the merged tasks come from runs calibrated differently (the
+    header shows the latest run's ceilings, and each row's SOL is its own run's), else ''."""
+    groups = _grouped(results, ceilings_line)
     if len(groups) < 2:
         return ""
     return ("**The rows come from runs calibrated with different ceilings; each row's SOL fraction uses its "
             "own run's.** " + " ".join(f"{line}: {', '.join(sorted(slugs))}." for line, slugs in groups.items()))
+
+
+def mixed_holds(results: list[RunResult]) -> str:
+    """A note for the header when some rows were timed with the pre-call hold and some without
+    (the header describes the latest run only), else ''."""
+    groups = _grouped(results, report.hold_line)
+    if len(groups) < 2:
+        return ""
+    return ("**The rows were not all timed the same way.** "
+            + " ".join(f"{line.rstrip('.')}: {', '.join(sorted(slugs))}." for line, slugs in groups.items()))
 
 
 def main() -> None:
@@ -68,10 +85,10 @@ def main() -> None:
     text = report.markdown(merged, args.command)
     if args.title:
         text = text.replace(text.splitlines()[0], f"# {args.title}", 1)
-    mixed = mixed_ceilings(results)
-    if mixed:
-        intro = "Times are medians"
-        text = text.replace(intro, mixed + "\n\n" + intro, 1)
+    for mixed in (mixed_ceilings(results), mixed_holds(results)):
+        if mixed:
+            intro = "Times are medians"
+            text = text.replace(intro, mixed + "\n\n" + intro, 1)
     latency = frozenset(t.slug for t in tree.tasks if t.spec.roofline.bound == "latency")
     if changed:
         text += ("\n## Roofline formulas corrected after the measurement\n\nThese workloads' SOL is "

@@ -139,6 +139,30 @@ def test_the_latest_measurement_wins_whatever_the_order_of_the_files() -> None:
     assert page.mixed_ceilings([old, old]) == ""
 
 
+def test_the_page_says_which_rows_were_timed_with_the_pre_call_hold() -> None:
+    """Runs before 2026-12-05 recorded no timing settings and had no hold; later ones record
+    them. The header says how the run was timed, and a merged page which tasks had the hold."""
+    import importlib.util
+
+    from evaluator import report
+
+    spec = importlib.util.spec_from_file_location("results_page", REPO_ROOT / "scripts/results_page.py")
+    page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page)
+    old = _run()
+    assert old.timing == {} and "without the pre-call hold" in report.hold_line(old)
+    held = old.model_copy(update={"started_at": "2099-01-01T00:00:00+00:00", "tasks": old.tasks[:1],
+                                  "timing": {"spin_us": 300.0}})
+    assert report.hold_line(held).startswith("Every timed call was preceded by a 300 µs hold")
+    off = held.model_copy(update={"timing": {"spin_us": 0.0}})
+    assert report.hold_line(off) == "Timed without the pre-call hold."
+    assert report.hold_line(held) in report.markdown(held, "x")
+    note = page.mixed_holds([old, held])
+    assert note.startswith("**The rows were not all timed the same way.**")
+    assert f"(the pre-call hold): {old.tasks[0].slug}." in note
+    assert page.mixed_holds([old, old]) == ""
+
+
 def test_a_task_stopped_part_way_shows_its_kept_workloads_and_why_it_stopped() -> None:
     from evaluator import report
 

@@ -90,8 +90,8 @@ def test_the_launch_spin_is_on_by_default_and_reaches_every_timed_worker():
     kernel or Triton's launch is tampering."""
     from evaluator import worker
     from evaluator.child import _worker
-    from evaluator.judge import TimingConfig
     from evaluator.protocol import Setup
+    from evaluator.timing_config import TimingConfig
 
     assert TimingConfig().spin_us == 300.0
     assert TimingConfig.from_dict({"spin_us": 0}).spin_us == 0.0  # the A/A's other arm
@@ -113,7 +113,8 @@ def test_a_loop_that_stops_early_still_checks_min_checks_timed_calls():
     """Converging at min_count rounds used to leave about three checked calls (the first round
     and 10% after it); the floor draws the rest from the first min_count rounds, and no more than
     that are added when chance gives none."""
-    from evaluator.judge import TimingConfig, _drawn_rounds
+    from evaluator.judge import _drawn_rounds
+    from evaluator.timing_config import TimingConfig
 
     task = get_task("silu-and-mul")
     for floor in (1, 4):
@@ -121,8 +122,12 @@ def test_a_loop_that_stops_early_still_checks_min_checks_timed_calls():
                           timeout_s=120,
                           timing={"min_count": 8, "max_count": 8, "budget_s": 100.0, "check_probability": 0.0,
                                   "min_checks": floor, "escape_finding": [1.0, 10.0], "escape_reject": [1.0, 20.0]})
-        (result,) = run([task], lambda _t: task.expert_path, opts, candidate_path=task.expert_path).tasks
+        whole = run([task], lambda _t: task.expert_path, opts, candidate_path=task.expert_path)
+        (result,) = whole.tasks
         assert result.status == "correct", result.reason
+        # The run records every timing setting it used, the overrides applied.
+        assert whole.timing["min_checks"] == floor and whole.timing["spin_us"] == 300.0
+        assert whole.timing["escape_finding"] == [1.0, 10.0]
         (w,) = result.workloads
         assert w.timings["candidate"].checked_calls == floor
         assert w.timings["baseline"].checked_calls == 0

@@ -18,9 +18,10 @@ import torch
 
 from evaluator import errors
 from evaluator.child import _arena_bytes
-from evaluator.judge import OPTIONAL_PROVIDERS, Judge, TimingConfig
+from evaluator.judge import OPTIONAL_PROVIDERS, Judge
 from evaluator.runner import RunOptions, run
 from evaluator.shm import rotation_sets, set_bytes
+from evaluator.timing_config import TimingConfig
 from tasks.registry import get_task
 
 pytestmark = pytest.mark.interpreter
