@@ -2,8 +2,8 @@
 
 Why: the timing loop can queue a spin between the L2 flush and the start event, so the call's
 launches wait behind it and the clocks are up when the timed work starts (the device's A/A,
-docs/results/h100-spin-aa.md: two workers' medians of one kernel 0.9% apart with a spin, 14.5%
-without). ``torch.cuda._sleep`` spins one thread on one SM, so while it runs a candidate's
+docs/results/h100-spin-aa.md: two workers' medians of one kernel 0.9% apart with this hold, 5.9%
+without it in the same call). ``torch.cuda._sleep`` spins one thread on one SM, so while it runs a candidate's
 side-stream kernels have the other SMs, and work done there is hidden from the events and from
 the judge's round-trip check. This kernel fills every SM's thread slots instead (blocks of 1,024
 threads, as many per SM as the SM holds, each waiting on the global timer), so a side stream's
@@ -15,8 +15,9 @@ own window: its blocks retire one by one, and a side stream's blocks take the fr
 could hide for the flush's length (60-90 µs) before the spin even starts. Fused, there is no
 moment between the previous call and the start event when an SM is free.
 
-Not yet run on a GPU: docs/engine.md ("The pre-call spin") lists what the device must show
-before ``TimingConfig.spin_us`` may become the default.
+On the H100 (session 12) the A/A agreed as above and the cheat corpus, ``side_stream.py``
+included, was caught with it on, so ``TimingConfig.spin_us`` (evaluator/timing_config.py) is
+300 µs by default.
 """
 
 from __future__ import annotations

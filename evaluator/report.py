@@ -65,6 +65,12 @@ def print_result(result: RunResult, console: Console) -> None:
         console.print(f"[bold]{result.note}[/bold]", soft_wrap=True)
 
 
+def ceilings_line(result: RunResult) -> str:
+    """The ceilings a run's SOL fractions rest on, as a page's header words them."""
+    hw = result.hardware
+    return f"{hw.memory_bandwidth_gbs:,.0f} GB/s, " + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in hw.peak_tflops.items())
+
+
 def hold_line(result: RunResult) -> str:
     """How the run's calls were held before timing (docs/engine.md, the pre-call hold): short
     calls read slower without it, so a page must say which rows had it."""
@@ -90,9 +96,8 @@ def markdown(result: RunResult, command: str) -> str:
         f"Engine {result.engine_version}, torch {fp.torch}, triton {fp.triton}, CUDA {fp.cuda}, driver "
         f"{fp.driver}, {fp.sm_count} SMs, started {result.started_at}. SM clock at start/end: "
         f"{fp.clocks_start.get('clocks.sm', '?')}/{fp.clocks_end.get('clocks.sm', '?')} MHz. Ceilings used for "
-        f"SOL (profile `{result.hardware.name}`): {result.hardware.memory_bandwidth_gbs:,.0f} GB/s, "
-        + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in result.hardware.peak_tflops.items())
-        + f" ({result.hardware.provenance}). {hold_line(result)}",
+        f"SOL (profile `{result.hardware.name}`): {ceilings_line(result)} ({result.hardware.provenance}). "
+        f"{hold_line(result)}",
         "",
         "Times are medians of device-event timings in µs (L2 flushed before every call, inputs rotated, "
         "providers interleaved); speedup is eager baseline / provider; SOL is the speed-of-light time over "

@@ -25,6 +25,15 @@ def chronological(results: Sequence[RunResult]) -> list[RunResult]:
     return sorted(results, key=lambda r: datetime.fromisoformat(r.started_at))
 
 
+def sources(results: Sequence[RunResult]) -> dict[str, RunResult]:
+    """Task slug -> the run its merged result comes from: the latest, by start time, that has it."""
+    latest: dict[str, RunResult] = {}
+    for run in chronological(results):
+        for t in run.tasks:
+            latest[t.slug] = run
+    return latest
+
+
 def merge_runs(results: Sequence[RunResult], order: Sequence[str] = ()) -> RunResult:
     """One result from ``results``: a later run's task replaces an earlier one's, by start time.
 
@@ -39,10 +48,7 @@ def merge_runs(results: Sequence[RunResult], order: Sequence[str] = ()) -> RunRe
     if len(cards) > 1:
         raise MixedCards(f"these results come from different hardware profiles ({', '.join(cards)}); "
                          "merge one profile at a time")
-    by_slug = {}
-    for r in results:
-        for t in r.tasks:
-            by_slug[t.slug] = t
+    by_slug = {slug: next(t for t in run.tasks if t.slug == slug) for slug, run in sources(results).items()}
     listed = set(order)
     ranked = [s for s in order if s in by_slug] + [s for s in by_slug if s not in listed]
     return results[-1].model_copy(update={"tasks": [by_slug[s] for s in ranked]})

@@ -164,9 +164,10 @@ def markdown(report: dict) -> str:
     lines = ["# Anti-cheat run on the GPU", "",
              f"Command: `bash scripts/device_anticheat.sh --part {report['part']}` ({report['when']}, {report['gpu']}).",
              "",
-             "Timing of every judged run: " + ", ".join(f"{k}={v}" for k, v in sorted(report.get("timing", {}).items()))
-             + "; the rest at `TimingConfig`'s defaults"
-             + (f" (spin_us={report['default_spin_us']})" if "default_spin_us" in report else "") + ".",
+             "Timing overrides of every judged run: "
+             + ", ".join(f"{k}={v}" for k, v in sorted(report.get("timing", {}).items()))
+             + (f"; pre-call hold {report['timing_effective']['spin_us']:g} µs" if "timing_effective" in report else "")
+             + " (the full settings are in the JSON's timing_effective).",
              "",
              f"Sandbox: {report['sandbox']}"]
     if report.get("cheats"):
@@ -221,7 +222,7 @@ def main() -> int:
                     "sandbox": (f"bubblewrap works, namespaces {','.join(sandbox.namespaces())}" if ok
                                 else f"bubblewrap UNUSABLE: {why}"),
                     "overhead_workload": args.workload, "timing": dict(FAST),
-                    "default_spin_us": TimingConfig().spin_us}
+                    "timing_effective": TimingConfig.from_dict(FAST).record()}
     stem = f"anti-cheat-{args.part}"
     lock = threading.Lock()
 

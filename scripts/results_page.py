@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from evaluator import report, suite_report  # noqa: E402
 from evaluator.result import RunResult  # noqa: E402
-from evaluator.result_merge import MixedCards, chronological, merge_runs  # noqa: E402
+from evaluator.result_merge import MixedCards, merge_runs, sources  # noqa: E402
 from tasks.registry import load_tasks  # noqa: E402
 
 
@@ -28,20 +28,10 @@ def merge(results: list[RunResult]) -> RunResult:
     return merge_runs(results, [t.slug for t in load_tasks().tasks])
 
 
-def ceilings_line(run: RunResult) -> str:
-    """The ceilings a run's SOL fractions rest on, as the page's header words them."""
-    hw = run.hardware
-    return (f"{hw.memory_bandwidth_gbs:,.0f} GB/s, " + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in hw.peak_tflops.items()))
-
-
 def _grouped(results: list[RunResult], describe: Callable[[RunResult], str]) -> dict[str, list[str]]:
     """Each description of the runs that the merged page's tasks come from -> those tasks."""
-    source: dict[str, RunResult] = {}
-    for run in chronological(results):
-        for t in run.tasks:
-            source[t.slug] = run
     groups: dict[str, list[str]] = {}
-    for slug, run in source.items():
+    for slug, run in sources(results).items():
         groups.setdefault(describe(run), []).append(slug)
     return groups
 
@@ -49,7 +39,7 @@ def _grouped(results: list[RunResult], describe: Callable[[RunResult], str]) -> 
 def mixed_ceilings(results: list[RunResult]) -> str:
     """A note for the header when the merged tasks come from runs calibrated differently (the
     header shows the latest run's ceilings, and each row's SOL is its own run's), else ''."""
-    groups = _grouped(results, ceilings_line)
+    groups = _grouped(results, report.ceilings_line)
     if len(groups) < 2:
         return ""
     return ("**The rows come from runs calibrated with different ceilings; each row's SOL fraction uses its "

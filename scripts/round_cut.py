@@ -16,6 +16,13 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator import errors  # noqa: E402
+
+#: In the reason of a worker stopped by the task's deadline: "within the task's time limit" now,
+#: "within the time limit" before session 12 (evaluator/workerproc.py); a per-call limit reads
+#: "its limit of N s per call" instead.
 TIME_LIMIT = "time limit"
 
 
@@ -23,7 +30,7 @@ def cut_by_time_limit(result: dict) -> bool:
     """True when any task of the run ended on the task's time limit."""
     for task in result.get("tasks", []):
         code, reason = task.get("error_code") or "", task.get("reason") or ""
-        if code == "eval:user:timeout" or (code == "eval:infra:trusted-provider" and TIME_LIMIT in reason):
+        if code == errors.USER_TIMEOUT or (code == errors.INFRA_TRUSTED and TIME_LIMIT in reason):
             return True
     return False
 

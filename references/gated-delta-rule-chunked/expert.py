@@ -289,12 +289,12 @@ def _gdr_state_fwd_kernel(
         tl.store(final_ptr + st_offs, S, mask=st_mask)
 
 
-#: GPU candidates for the serial kernel, timed by the autotuner per shape. Pipelined (2 stages),
-#: the step's W, U and normalized-key tiles are copied into shared memory a chunk ahead: 74-82 KB
-#: on sm_90, two or three programs per SM. Unpipelined, the loads wait in each step but the
-#: program needs about half the shared memory, so more programs share an SM to hide each other's
-#: latency. Which wins depends on how many programs the shape has (W1: 1,024, W3: 256); the
-#: session-11 kernel was the first candidate without the stored keys.
+#: GPU candidates for the serial kernel, timed by the autotuner per shape (sm_90 builds in
+#: docs/results/preflight-sm90-table.md). Pipelined (2 stages), the step's W, U and normalized-key
+#: tiles are copied into shared memory a chunk ahead: 74-82 KB, two or three programs per SM.
+#: Unpipelined, the loads wait in each step, but the program needs 22-29 KB, so registers (136-178
+#: a thread) decide how many share an SM. Which wins depends on how many programs the shape has
+#: (W1: 1,024, W3: 256) and was not measured when this was written.
 _STATE_CONFIGS = [
     triton.Config({"STAGES": 2}, num_warps=4),
     triton.Config({"STAGES": 1}, num_warps=4),
