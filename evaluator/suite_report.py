@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evaluator.hardware import HardwareProfile, set_sol
+from evaluator.hardware import HardwareProfile, int8_at_fp8_rate, set_sol
 from evaluator.result import RunResult, TaskResult, WorkloadResult
 from evaluator.score_result import score_task_result
 from evaluator.scoring import geomean
@@ -126,11 +126,15 @@ def reroof(result: RunResult, tasks: Iterable[Task]) -> list[str]:
     A formula fixed after a device call (a FLOP count that was not a lower bound, say) would
     otherwise leave the results page and the site quoting SOL fractions the engine no longer
     computes; both call this on every stored result they read. Times are the
-    measured ones; only flops, bytes and SOL are redone, with the ceilings the run recorded and
-    the engine's own :func:`evaluator.hardware.set_sol`. Returns one line per workload changed.
+    measured ones; only flops, bytes and SOL are redone, with the ceilings the run recorded (under
+    today's rule for int8, :func:`evaluator.hardware.int8_at_fp8_rate`) and the engine's own
+    :func:`evaluator.hardware.set_sol`. Returns one line per workload changed.
     """
     by_slug = {t.slug: t for t in tasks}
-    profile = HardwareProfile.from_record(result.hardware)
+    stored = HardwareProfile.from_record(result.hardware)
+    profile = int8_at_fp8_rate(stored)
+    if profile != stored:
+        result.hardware = profile.record()
     changed = []
     for tr in result.tasks:
         task = by_slug.get(tr.slug)
@@ -138,12 +142,16 @@ def reroof(result: RunResult, tasks: Iterable[Task]) -> list[str]:
             continue
         for wr in tr.workloads:
             flops, nbytes = task.roofline(wr.params)
-            if not wr.timings or (flops, nbytes) == (wr.flops, wr.bytes):
+            dtype = task.compute_dtype(wr.params)
+            same_ceiling = profile.peak_flops(dtype) == stored.peak_flops(dtype)
+            if not wr.timings or ((flops, nbytes) == (wr.flops, wr.bytes) and same_ceiling):
                 continue
             old = wr.sol_fraction.get("candidate")
             wr.flops, wr.bytes = flops, nbytes
-            set_sol(wr, profile, task.compute_dtype(wr.params))
+            set_sol(wr, profile, dtype)
             new = wr.sol_fraction.get("candidate")
+            if old is not None and new is not None and f"{old:.1%}" == f"{new:.1%}":
+                continue  # a ceiling this workload's SOL does not use (memory-bound)
             changed.append(f"{tr.slug} {wr.name}: candidate SOL {old:.1%} -> {new:.1%}" if old and new
                            else f"{tr.slug} {wr.name}: roofline re-evaluated")
     return changed

@@ -81,8 +81,9 @@ def main() -> None:
             text = text.replace(intro, mixed + "\n\n" + intro, 1)
     latency = frozenset(t.slug for t in tree.tasks if t.spec.roofline.bound == "latency")
     if changed:
-        text += ("\n## Roofline formulas corrected after the measurement\n\nThese workloads' SOL is "
-                 "recomputed from the measured times with today's task formulas (see each task's notes):\n\n"
+        text += ("\n## SOL recomputed after the measurement\n\nThese workloads' SOL is recomputed from the "
+                 "measured times with today's task formulas (see each task's notes) and today's rule for the "
+                 "int8 ceiling (`evaluator.hardware.int8_at_fp8_rate`):\n\n"
                  + "".join(f"- {line}\n" for line in changed))
     text += "\n" + suite_report.summary(merged, dtypes, all_slugs=tuple(t.slug for t in tree.tasks),
                                         latency=latency)

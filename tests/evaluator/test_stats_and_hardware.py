@@ -64,5 +64,12 @@ def test_detect_by_gpu_name_and_calibration(tmp_path, monkeypatch):
     assert slow.peak_tflops["int8"] == hardware.PROFILES["h100"].peak_tflops["int8"]
     assert slow.peak_tflops["fp8e4m3"] == 1274.0 and slow.peak_tflops["bf16"] == 692.0
     assert "int8's measured 132 TFLOP/s, below bf16, was not adopted" in slow.provenance
+    # Session 13's: torch._int_mm at 894 TFLOP/s, above bf16 but under fp8's 1,267, while the
+    # task's Triton int8 GEMM ran at 1,210. The tensor cores run both at one rate: int8 takes fp8's.
+    path.write_text((REPO_ROOT / "docs/results/h100-runs/s13-ceilings.json").read_text())
+    lifted = hardware.detect("NVIDIA H100 80GB HBM3")
+    assert lifted.peak_tflops["int8"] == lifted.peak_tflops["fp8e4m3"] == 1267.5
+    assert "int8 at fp8's rate (int8 measured: 893.8 TFLOP/s)" in lifted.provenance
+    assert hardware.int8_at_fp8_rate(lifted) is lifted  # idempotent: nothing to raise twice
     path.write_text(json.dumps({"gpu": "NVIDIA H100 80GB HBM3", "copy_GBps": 1.0}))
     assert hardware.detect("NVIDIA H200").memory_bandwidth_gbs == hardware.PROFILES["h200"].memory_bandwidth_gbs
