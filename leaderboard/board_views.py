@@ -11,6 +11,7 @@ import io
 import math
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -23,14 +24,22 @@ from portal.scores.models import ALL, SubmissionScore
 GUIDANCE = ("none", "L1", "L1+L2", "L1+L2+L3")
 
 
+def default_profile(profiles: list[str]) -> str:
+    """The board shown without a choice: the site's profile (``D2K_DEFAULT_HARDWARE``, where
+    submissions are evaluated) whenever it has rows, else the first that has any. Alphabetical
+    order alone would open on the H100's reference runs, a board with no submissions."""
+    if settings.D2K_DEFAULT_HARDWARE in profiles or not profiles:
+        return settings.D2K_DEFAULT_HARDWARE
+    return profiles[0]
+
+
 def filters_from(request: HttpRequest) -> board_queries.Filters:
     """The board's filters; unknown choices fall back to the defaults. A NUL character is refused
     (400: Django's ``BadRequest``), since PostgreSQL text cannot hold one and the query would fail."""
     for name, values in request.GET.lists():
         if any("\x00" in v for v in values):
             raise BadRequest(f"{name}: a NUL character is not allowed")
-    profiles = board_queries.hardware_profiles()
-    hardware = request.GET.get("hardware") or (profiles[0] if profiles else "h200")
+    hardware = request.GET.get("hardware") or default_profile(board_queries.hardware_profiles())
     if hardware in board_queries.UNTIMED_PROFILES:
         # Runs there prove correctness and take no times, so every score would be the failure
         # penalty: a board of them would say a correct kernel failed.

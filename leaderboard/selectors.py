@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
@@ -69,7 +70,7 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
         grouped.setdefault(t.run_id, {}).setdefault(t.workload_id, {})[t.provider] = t
         workloads[t.workload_id] = t.workload
     out = []
-    for hw in sorted(latest):
+    for hw in sorted(latest, key=lambda h: (h != settings.D2K_DEFAULT_HARDWARE, h)):  # the site's own first
         run = latest[hw]
         by_w = grouped.get(run.pk, {})
         rows = [ReferenceRow(workloads[wid], p.get("eager"), p.get("compile"), p.get("expert"))

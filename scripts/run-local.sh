@@ -21,7 +21,7 @@ export D2K_DEFAULT_HARDWARE="${D2K_DEFAULT_HARDWARE:-cpu-interpret}"
 mkdir -p var
 python manage.py migrate --noinput
 python manage.py sync_tasks
-python manage.py import_reference_results --default   # the committed H200 reference timings
+python manage.py import_reference_results --default   # the committed H200 and H100 reference timings
 
 # -B runs Celery beat in the same process: the stale-heartbeat reaper.
 celery -A portal worker -B -s var/celerybeat-schedule -Q cpu.interpret,web,judge -c 1 --pool solo -l info \

@@ -1,4 +1,4 @@
-"""``import_reference_results``: the committed H200 run becomes reference timings, once, or nothing."""
+"""``import_reference_results``: the committed H200 and H100 runs become reference timings, once, or nothing."""
 
 from __future__ import annotations
 
@@ -87,6 +87,30 @@ def test_default_imports_every_committed_h200_run() -> None:
     found = {p.name for pattern in DEFAULT_GLOBS for p in REPO_ROOT.glob(pattern)}
     assert {"h200-bench.json", "bench-attn-prefill-causal-gqa.json", "bench-muon-newton-schulz.json"} <= found
     assert not any(name.startswith("engine-fail") for name in found)
+    h100 = [p for pattern in DEFAULT_GLOBS for p in REPO_ROOT.glob(pattern) if p.parent.name == "h100-runs"]
+    assert len(h100) == 26  # the whole suite, one latest file per task; superseded s11-/s12- files stay out
+    assert not any(p.name.startswith(("s11-", "s12-", "s13-")) for p in h100)
+
+
+def test_an_h100_run_is_its_own_profile_and_the_site_opens_on_its_own(task_tree, client) -> None:
+    """Importing the H100's runs adds a profile; the board still opens on D2K_DEFAULT_HARDWARE (h200)
+    rather than the alphabetically first, and a task page lists the site's own profile first."""
+    from django.core.cache import cache
+
+    from leaderboard import board_queries
+
+    sync(_tree(task_tree))
+    h100 = REPO_ROOT / "docs/results/h100-runs/bench-silu-and-mul.json"
+    call_command("import_reference_results", str(h100), str(RESULT), stdout=StringIO())
+    cache.clear()
+    assert sorted(ReferenceRun.objects.values_list("hardware", flat=True)) == ["h100", "h200"]
+    assert board_queries.hardware_profiles() == ["h100", "h200"]
+    assert client.get("/leaderboard/?format=json").json()["hardware"] == "h200"
+    h100_board = client.get("/leaderboard/?hardware=h100&format=json").json()
+    assert h100_board["hardware"] == "h100"
+    page = client.get("/tasks/silu-and-mul/").content.decode()
+    assert 0 < page.index('id="reference-h200"') < page.index('id="reference-h100"')
+    assert "NVIDIA H100 80GB HBM3" in page
 
 
 def test_the_leaderboard_reads_every_run_of_a_profile_as_one_suite(task_tree, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """``python manage.py import_reference_results FILE.json [...]``: load engine bench results of the references.
 
 Run ``sync_tasks`` first: timings attach to the synced workloads. Each file is imported in its own
-transaction; re-importing a file is a no-op. ``--default`` imports the committed H200 runs under
-``docs/results/`` (what ``scripts/run-local.sh`` does on a fresh install).
+transaction; re-importing a file is a no-op. ``--default`` imports the committed reference runs
+under ``docs/results/``, the H200's and the H100's (what ``scripts/run-local.sh`` does on a fresh
+install); each is its own hardware profile on the pages, never mixed.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leaderboard.references import ReferenceImportError, import_file
 
-#: The committed H200 runs: the first calls' merged files, then one file per task of the later calls.
-DEFAULT_GLOBS = ("docs/results/*-bench*.json", "docs/results/h200-runs/bench-*.json")
+#: The committed runs: the H200's first calls' merged files, then one file per task of the later
+#: calls, on the H200 and on the H100 (all 26 tasks since session 13). Superseded per-task files
+#: are kept as ``h100-runs/s11-*``/``s12-*`` and are not imported.
+DEFAULT_GLOBS = ("docs/results/*-bench*.json", "docs/results/h200-runs/bench-*.json",
+                 "docs/results/h100-runs/bench-*.json")
 
 
 class Command(BaseCommand):
