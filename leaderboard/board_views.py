@@ -25,11 +25,11 @@ GUIDANCE = ("none", "L1", "L1+L2", "L1+L2+L3")
 
 
 def default_profile(profiles: list[str]) -> str:
-    """The board shown without a choice: the site's profile (``D2K_DEFAULT_HARDWARE``, where
-    submissions are evaluated) whenever it has rows, else the first that has any. Alphabetical
-    order alone would open on the H100's reference runs, a board with no submissions."""
-    if settings.D2K_DEFAULT_HARDWARE in profiles or not profiles:
-        return settings.D2K_DEFAULT_HARDWARE
+    """The board shown without a choice: the benchmark's card (``D2K_BOARD_HARDWARE``) whenever it
+    has rows, else the first profile that has any. Alphabetical order alone would open on the
+    H100's reference runs."""
+    if settings.D2K_BOARD_HARDWARE in profiles or not profiles:
+        return settings.D2K_BOARD_HARDWARE
     return profiles[0]
 
 

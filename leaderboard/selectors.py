@@ -70,7 +70,7 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
         grouped.setdefault(t.run_id, {}).setdefault(t.workload_id, {})[t.provider] = t
         workloads[t.workload_id] = t.workload
     out = []
-    for hw in sorted(latest, key=lambda h: (h != settings.D2K_DEFAULT_HARDWARE, h)):  # the site's own first
+    for hw in sorted(latest, key=lambda h: (h != settings.D2K_BOARD_HARDWARE, h)):  # the benchmark's card first
         run = latest[hw]
         by_w = grouped.get(run.pk, {})
         rows = [ReferenceRow(workloads[wid], p.get("eager"), p.get("compile"), p.get("expert"))

@@ -224,6 +224,9 @@ CELERY_BEAT_SCHEDULE = {
 #: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
 D2K_HARDWARE_QUEUES = {"h200": "gpu.h200", "cpu-interpret": "cpu.interpret"}
 D2K_DEFAULT_HARDWARE = os.environ.get("D2K_DEFAULT_HARDWARE", "h200")
+#: The benchmark's own card: the leaderboard opens on it and task pages list its reference times
+#: first, whatever D2K_DEFAULT_HARDWARE a deployment evaluates on (run-local: cpu-interpret).
+D2K_BOARD_HARDWARE = os.environ.get("D2K_BOARD_HARDWARE", "h200")
 #: Design-only submissions are evaluated by the LLM judge on this queue (the D2K_JUDGE_* settings
 #: below); their uploads are refused while D2K_JUDGE_MODEL is unset.
 D2K_JUDGE_QUEUE = "judge"

@@ -92,13 +92,15 @@ def test_default_imports_every_committed_h200_run() -> None:
     assert not any(p.name.startswith(("s11-", "s12-", "s13-")) for p in h100)
 
 
-def test_an_h100_run_is_its_own_profile_and_the_site_opens_on_its_own(task_tree, client) -> None:
-    """Importing the H100's runs adds a profile; the board still opens on D2K_DEFAULT_HARDWARE (h200)
-    rather than the alphabetically first, and a task page lists the site's own profile first."""
+def test_an_h100_run_is_its_own_profile_and_the_site_opens_on_its_own(task_tree, client, settings) -> None:
+    """Importing the H100's runs adds a profile; the board still opens on D2K_BOARD_HARDWARE (h200)
+    rather than the alphabetically first, and a task page lists that profile first. run-local
+    evaluates on cpu-interpret (D2K_DEFAULT_HARDWARE), which must not change either."""
     from django.core.cache import cache
 
     from leaderboard import board_queries
 
+    settings.D2K_DEFAULT_HARDWARE = "cpu-interpret"
     sync(_tree(task_tree))
     h100 = REPO_ROOT / "docs/results/h100-runs/bench-silu-and-mul.json"
     call_command("import_reference_results", str(h100), str(RESULT), stdout=StringIO())
@@ -111,6 +113,9 @@ def test_an_h100_run_is_its_own_profile_and_the_site_opens_on_its_own(task_tree,
     page = client.get("/tasks/silu-and-mul/").content.decode()
     assert 0 < page.index('id="reference-h200"') < page.index('id="reference-h100"')
     assert "NVIDIA H100 80GB HBM3" in page
+    settings.D2K_BOARD_HARDWARE = "h999"  # a card with no rows: the first profile that has some
+    cache.clear()
+    assert client.get("/leaderboard/?format=json").json()["hardware"] == "h100"
 
 
 def test_the_leaderboard_reads_every_run_of_a_profile_as_one_suite(task_tree, tmp_path: Path) -> None:
