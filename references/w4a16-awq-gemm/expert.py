@@ -92,6 +92,56 @@ def _awq_gemm_kernel(
 
 
 @triton.jit
+def _awq_swapped_kernel(
+    x_ptr, qw_ptr, qz_ptr, sc_ptr, c_ptr,
+    M, N, stride_xm, stride_qw, stride_qz, stride_sc, stride_cs, stride_cm,
+    K_SPLIT: tl.constexpr, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    FAST_CVT: tl.constexpr,
+):
+    """The decode product computed transposed, C^T = W^T X^T, one [BN, BM] tile of C^T a program.
+
+    Hopper's wgmma takes its left operand from registers but its right one only from shared
+    memory. In C = X W the dequantized weight is the right operand, so every K step stores the
+    fresh tile to shared memory and reads it back before the MMA; with M = 16 or 32 rows it is
+    also the operand that fills the instruction's large dimension only as N. Transposed, the
+    weight is the left operand: dequantized in registers and fed to the MMA from there, with the
+    weight's columns along the instruction's 64-row dimension and the few activation rows as its
+    narrow N (16 or 32, both valid wgmma widths). Only the small activation tile goes through
+    shared memory. Same arithmetic per element as ``_awq_gemm_kernel``; split-K as there.
+    """
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_m = tl.arange(0, BM)  # decode: one tile covers every row (BM >= M)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    rm = offs_m % M
+    rn = offs_n % N
+    rw = (pid_n * (BN // 8) + tl.arange(0, BN // 8)) % (N // 8)
+
+    k0 = pid_k * K_SPLIT
+    offs_k = k0 + tl.arange(0, BK)
+    xt_ptrs = x_ptr + rm[None, :].to(tl.int64) * stride_xm + offs_k[:, None]  # X^T tile [BK, BM]
+    qw_ptrs = qw_ptr + offs_k[:, None].to(tl.int64) * stride_qw + rw[None, :]
+
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for i in range(0, K_SPLIT // BK):
+        grp = (k0 + i * BK) // G
+        xt = tl.load(xt_ptrs)
+        qw = tl.load(qw_ptrs)
+        qz = tl.load(qz_ptr + grp * stride_qz + rw)
+        sc = tl.load(sc_ptr + grp * stride_sc + rn)
+        wv = _unpack_awq(qw, FAST_CVT, xt.dtype)  # [BK, BN]
+        zv = _unpack_awq(qz[None, :], FAST_CVT, xt.dtype)
+        w = (wv - zv) * sc[None, :]
+        acc = tl.dot(tl.trans(w.to(xt.dtype)), xt, acc)  # [BN, BK] @ [BK, BM]
+        xt_ptrs += BK
+        qw_ptrs += BK * stride_qw
+
+    c_ptrs = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[None, :].to(tl.int64) * stride_cm + offs_n[:, None]
+    mask = (offs_m[None, :] < M) & (offs_n[:, None] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _unpack_awq(words, FAST: tl.constexpr, DT: tl.constexpr):
     """[R, C] int32 AWQ words -> [R, 8C] values in logical column order.
 
@@ -171,6 +221,16 @@ _DECODE_CONFIGS = [
 ]
 _awq_decode_tuned = triton.autotune(configs=_DECODE_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_gemm_kernel)
 
+#: Candidates of the transposed decode kernel (M <= 64; BM is set per M by the caller): the
+#: weight tile is the MMA's register operand, BN of its columns per program (see the kernel).
+_SWAPPED_CONFIGS = [
+    triton.Config({"BN": 128, "BK": 128}, num_warps=4, num_stages=4),
+    triton.Config({"BN": 64, "BK": 128}, num_warps=4, num_stages=4),
+    triton.Config({"BN": 128, "BK": 64}, num_warps=4, num_stages=5),
+    triton.Config({"BN": 256, "BK": 64}, num_warps=8, num_stages=4),
+]
+_awq_swapped_tuned = triton.autotune(configs=_SWAPPED_CONFIGS, key=["M", "N", "K_SPLIT"])(_awq_swapped_kernel)
+
 
 @triton.jit
 def _awq_dequant_kernel(
@@ -225,7 +285,8 @@ _DENSE_CONFIGS = [
 ]
 _dense_gemm_tuned = triton.autotune(configs=_DENSE_CONFIGS, key=["M", "N", "K"])(_dense_gemm_kernel)
 
-#: Per (M, N, K, dtype, device): "fused" or "two-pass", whichever the first call timed faster.
+#: Per (M, N, K, dtype, device): the route the first call timed faster ("fused" or "two-pass" for
+#: M > 128, "split-k" or "swapped" for decode sizes).
 _ROUTE_PICK: dict[tuple, str] = {}
 
 
@@ -279,28 +340,46 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     if M == 0 or N == 0:
         return out
     fast = x.dtype == torch.float16
-    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
     on_cpu = x.device.type == "cpu"
     if M > 128 and on_cpu and K % 32 == 0:  # the interpreter checks the two-pass route (smoke S4)
         _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=True)
         return out
     if M > 128 and G % 128 == 0:  # compute-heavy: fused or two-pass, whichever is faster here
-        key = (M, N, K, x.dtype, x.device)
-        if key not in _ROUTE_PICK:
-            from triton.testing import do_bench
-
-            routes = {
-                "fused": lambda: _fused_big(x, qweight, qzeros, scales, out, G, fast),
-                "two-pass": lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False),
-            }
-            for run in routes.values():
-                run()  # compile and autotune outside the timing
-            _ROUTE_PICK[key] = min(routes, key=lambda r: do_bench(routes[r], warmup=5, rep=30))
-        if _ROUTE_PICK[key] == "fused":
-            _fused_big(x, qweight, qzeros, scales, out, G, fast)
-        else:
-            _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)
+        _pick({"fused": lambda: _fused_big(x, qweight, qzeros, scales, out, G, fast),
+               "two-pass": lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)},
+              (M, N, K, x.dtype, x.device))()
         return out
+    if on_cpu:
+        # The interpreter checks both decode kernels: the transposed one for the fewest rows
+        # (smoke S1, S3), the split-K one otherwise (S2).
+        (_decode_swapped if M <= 8 else _decode_split_k)(x, qweight, qzeros, scales, out, G, fast, on_cpu=True)
+        return out
+    routes = {"split-k": lambda: _decode_split_k(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)}
+    if M <= 64 and G % 128 == 0:
+        routes["swapped"] = lambda: _decode_swapped(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)
+    _pick(routes, (M, N, K, x.dtype, x.device))()
+    return out
+
+
+def _pick(routes: dict, key: tuple):
+    """The route of ``routes`` that the first call of this shape timed fastest (each once warmed:
+    compiled and autotuned outside the timing), remembered in ``_ROUTE_PICK``."""
+    if len(routes) == 1:
+        return next(iter(routes.values()))
+    if key not in _ROUTE_PICK:
+        from triton.testing import do_bench
+
+        for run in routes.values():
+            run()
+        _ROUTE_PICK[key] = min(routes, key=lambda r: do_bench(routes[r], warmup=5, rep=30))
+    return routes[_ROUTE_PICK[key]]
+
+
+def _decode_split_k(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool) -> None:
+    """C = X W with the dequantized weight as the MMA's right operand, K split over programs."""
+    M, K = x.shape
+    N = out.shape[1]
+    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
     if on_cpu:  # interpreter: small tiles; split-K when K is long
         bm, bn, bk, warps, stages = 16, 32, min(64, G), 4, 1
         k_iters = K // bk
@@ -318,7 +397,36 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
             *args, K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, GROUP_M=8, FAST_CVT=fast,
             num_warps=warps, num_stages=stages,
         )
+    _reduce_splits(target, out, split)
+
+
+def _decode_swapped(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool) -> None:
+    """C^T = W^T X^T with the dequantized weight as the MMA's register operand (the kernel's
+    docstring), K split over programs as in :func:`_decode_split_k`. Needs M <= 64."""
+    M, K = x.shape
+    N = out.shape[1]
+    bm = 16 if M <= 16 else 32 if M <= 32 else 64
+    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    if on_cpu:
+        bn, bk = 32, min(64, G)
+        k_iters = K // bk
+        split = 4 if k_iters >= 12 and k_iters % 4 == 0 else 1
+    else:  # every candidate's K step (64 or 128) divides G and K // split
+        split = _split_for(triton.cdiv(N, 128), K // 128)
+    target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
+    args = (x, qweight, qzeros, scales, target, M, N, *strides, M * N, N)
+    if on_cpu:
+        _awq_swapped_kernel[(triton.cdiv(N, bn), split)](*args, K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk,
+                                                         FAST_CVT=fast, num_warps=4, num_stages=1)
+    else:
+        grid = lambda meta: (triton.cdiv(N, meta["BN"]), split)  # noqa: E731
+        _awq_swapped_tuned[grid](*args, K_SPLIT=K // split, G=G, BM=bm, FAST_CVT=fast)
+    _reduce_splits(target, out, split)
+
+
+def _reduce_splits(target: torch.Tensor, out: torch.Tensor, split: int) -> None:
+    """Sum the fp32 partial products of a split-K launch into ``out``, in a fixed order."""
     if split > 1:
         block_e = 1024
-        _splitk_reduce_kernel[(triton.cdiv(M * N, block_e),)](target, out, M * N, SPLIT=split, BLOCK_E=block_e)
-    return out
+        _splitk_reduce_kernel[(triton.cdiv(out.numel(), block_e),)](target, out, out.numel(), SPLIT=split,
+                                                                   BLOCK_E=block_e)

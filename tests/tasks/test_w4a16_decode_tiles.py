@@ -1,7 +1,8 @@
 """Every decode tile the w4a16-awq-gemm expert offers its GPU autotuner computes the same product.
 
-On the GPU, decode sizes (M <= 128) pick among `_DECODE_CONFIGS`; the interpreter's expert runs
-take one fixed small tile and never reach them. Here the kernel runs in Triton's interpreter with
+On the GPU, decode sizes (M <= 128) pick among `_DECODE_CONFIGS`, and for M <= 64 also among the
+transposed kernel's `_SWAPPED_CONFIGS` (the faster route on the first call); the interpreter's
+expert runs take one fixed small tile and never reach them. Here the kernel runs in Triton's interpreter with
 each candidate's (BN, BK), at BM = 16 and 32, split-K 1 and 2 (fp32 partials summed by the reduce
 kernel, as on the GPU), on N not a multiple of the widest tile, against the fp32 reference.
 """
@@ -31,6 +32,15 @@ for cfg in mod._DECODE_CONFIGS:
     out = target.sum(0) if split > 1 else target.float()
     err = (out - ref).abs().max().item() / ref.abs().max().item()
     assert err < 2e-3, (cfg.kwargs, err)
+for cfg in mod._SWAPPED_CONFIGS:  # the transposed kernel: C^T = W^T X^T, one [BN, BM] tile a program
+    bn, bk = cfg.kwargs["BN"], cfg.kwargs["BK"]
+    target = torch.empty(split, M, N, dtype=torch.float32) if split > 1 else torch.empty(M, N, dtype=torch.float16)
+    mod._awq_swapped_kernel[(triton.cdiv(N, bn), split)](
+        x, qw, qz, sc, target, M, N, x.stride(0), qw.stride(0), qz.stride(0), sc.stride(0), M * N, N,
+        K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk, FAST_CVT=True)
+    out = target.sum(0) if split > 1 else target.float()
+    err = (out - ref).abs().max().item() / ref.abs().max().item()
+    assert err < 2e-3, ("swapped", cfg.kwargs, err)
 print("ok")
 '''
 
