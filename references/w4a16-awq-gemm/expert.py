@@ -29,7 +29,9 @@ the same reason.
 Decode sizes are pure weight streaming: the K range is split among SPLIT programs per tile so all
 SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
 second kernel. Tiles launch in super-groups of GROUP_M row-tiles so the weight tile a group needs
-is reused from L2.
+is reused from L2. For M <= 64 a second decode route computes the transposed product, with the
+dequantized weight as the MMA's register operand (``_awq_swapped_kernel``); the first call of a
+shape times both routes and keeps the faster.
 """
 
 from __future__ import annotations
