@@ -26,6 +26,8 @@ PLANTED = [
     Planted("gated-delta-rule-chunked", "gdr_state_not_decayed.py", ("S1",), ("tolerance",), ("o", "final_state")),
     Planted("mamba2-ssd-chunk-scan", "ssd_ignores_initial_states.py", ("S2",), ("tolerance",), ("out", "final_states")),
     Planted("causal-conv1d", "conv_ignores_initial_state.py", ("S2",), ("tolerance",), ("out",)),
+    # S1 and S3 run the rolling-window kernel in the interpreter (fp32), S2 the tile kernel.
+    Planted("causal-conv1d", "conv_rolling_window_off_by_one.py", ("S1",), ("tolerance",), ("out",)),
 ]
 
 
