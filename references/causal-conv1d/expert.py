@@ -24,37 +24,42 @@ import triton.language as tl
 
 
 @triton.jit
+def _seq_of(tile, cu_ptr, N: tl.constexpr, CHUNK: tl.constexpr, FIXED_LEN: tl.constexpr):
+    """(sequence, chunk index in it, first token, length) of ``tile``; chunks are numbered
+    sequence after sequence, so with variable lengths the program walks ``cu_seqlens``. A tile
+    past the last chunk gets sequence -1."""
+    if FIXED_LEN > 0:
+        per_seq = tl.cdiv(FIXED_LEN, CHUNK)
+        seq = tile // per_seq
+        blk = tile - seq * per_seq
+        return seq, blk, seq * FIXED_LEN, FIXED_LEN
+    seq = -1
+    blk = 0
+    start = 0
+    seqlen = 0
+    acc_tiles = 0
+    for s in tl.static_range(N):
+        a = tl.load(cu_ptr + s)
+        b = tl.load(cu_ptr + s + 1)
+        nt = tl.cdiv(b - a, CHUNK)
+        hit = (tile >= acc_tiles) & (tile < acc_tiles + nt)
+        seq = tl.where(hit, s, seq)
+        blk = tl.where(hit, tile - acc_tiles, blk)
+        start = tl.where(hit, a, start)
+        seqlen = tl.where(hit, b - a, seqlen)
+        acc_tiles += nt
+    return seq, blk, start, seqlen
+
+
+@triton.jit
 def _causal_conv1d_fwd_kernel(
     x_ptr, w_ptr, b_ptr, cu_ptr, state_ptr, out_ptr,
     D, stride_x, stride_o,
     stride_sn, stride_sd, stride_sw,
     N: tl.constexpr, W: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, FIXED_LEN: tl.constexpr,
 ):
-    tile = tl.program_id(0)
     pid_d = tl.program_id(1)
-    if FIXED_LEN > 0:
-        tiles_per_seq = tl.cdiv(FIXED_LEN, BLOCK_T)
-        seq = tile // tiles_per_seq
-        t_blk = tile - seq * tiles_per_seq
-        start = seq * FIXED_LEN
-        seqlen = FIXED_LEN
-    else:
-        # Find this tile's sequence: tiles are numbered sequence after sequence.
-        seq = -1
-        t_blk = 0
-        start = 0
-        seqlen = 0
-        acc_tiles = 0
-        for s in tl.static_range(N):
-            a = tl.load(cu_ptr + s)
-            b = tl.load(cu_ptr + s + 1)
-            nt = tl.cdiv(b - a, BLOCK_T)
-            hit = (tile >= acc_tiles) & (tile < acc_tiles + nt)
-            seq = tl.where(hit, s, seq)
-            t_blk = tl.where(hit, tile - acc_tiles, t_blk)
-            start = tl.where(hit, a, start)
-            seqlen = tl.where(hit, b - a, seqlen)
-            acc_tiles += nt
+    seq, t_blk, start, seqlen = _seq_of(tl.program_id(0), cu_ptr, N, BLOCK_T, FIXED_LEN)
     # Scalar 64-bit bases, 32-bit offsets inside the tile: keeps per-element address registers low.
     ri = tl.arange(0, BLOCK_T)
     di = tl.arange(0, BLOCK_D)
@@ -99,34 +104,6 @@ def _causal_conv1d_fwd_kernel(
         new = tl.where(from_s[:, None], ss, xs.to(ss.dtype))
         tl.debug_barrier()
         tl.store(s_ptrs + j[:, None] * stride_sw, new, mask=jm[:, None] & mask_d[None, :])
-
-
-@triton.jit
-def _seq_of(tile, cu_ptr, N: tl.constexpr, CHUNK: tl.constexpr, FIXED_LEN: tl.constexpr):
-    """(sequence, chunk index in it, first token, length) of ``tile``; chunks are numbered
-    sequence after sequence, so with variable lengths the program walks ``cu_seqlens``. A tile
-    past the last chunk gets sequence -1."""
-    if FIXED_LEN > 0:
-        per_seq = tl.cdiv(FIXED_LEN, CHUNK)
-        seq = tile // per_seq
-        blk = tile - seq * per_seq
-        return seq, blk, seq * FIXED_LEN, FIXED_LEN
-    seq = -1
-    blk = 0
-    start = 0
-    seqlen = 0
-    acc_tiles = 0
-    for s in tl.static_range(N):
-        a = tl.load(cu_ptr + s)
-        b = tl.load(cu_ptr + s + 1)
-        nt = tl.cdiv(b - a, CHUNK)
-        hit = (tile >= acc_tiles) & (tile < acc_tiles + nt)
-        seq = tl.where(hit, s, seq)
-        blk = tl.where(hit, tile - acc_tiles, blk)
-        start = tl.where(hit, a, start)
-        seqlen = tl.where(hit, b - a, seqlen)
-        acc_tiles += nt
-    return seq, blk, start, seqlen
 
 
 @triton.jit
