@@ -52,6 +52,26 @@ def _seq_of(tile, cu_ptr, N: tl.constexpr, CHUNK: tl.constexpr, FIXED_LEN: tl.co
 
 
 @triton.jit
+def _write_new_state(x_ptr, s_cols, start, seqlen, offs_d, mask_d, stride_x, stride_sw, W: tl.constexpr):
+    """Overwrite a sequence's conv state (``s_cols``: its column 0 for each channel of the block)
+    with the last W-1 columns of concat(old state, tokens); a sequence shorter than W-1 shifts the
+    old state. Called by the one program that also read the old state, so after a barrier that
+    orders its reads before the writes, the in-place update is race-free."""
+    j = tl.arange(0, 4)
+    pos = seqlen - (W - 1) + j  # position in the sequence; < 0 falls back to the old state
+    jm = j < W - 1
+    from_x = (pos >= 0) & jm
+    xs = tl.load(x_ptr + (start + pos).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
+                 mask=from_x[:, None] & mask_d[None, :], other=0.0)
+    from_s = (pos < 0) & jm
+    ss = tl.load(s_cols[None, :] + (pos + (W - 1))[:, None] * stride_sw, mask=from_s[:, None] & mask_d[None, :],
+                 other=0.0)
+    new = tl.where(from_s[:, None], ss, xs.to(ss.dtype))
+    tl.debug_barrier()
+    tl.store(s_cols[None, :] + j[:, None] * stride_sw, new, mask=jm[:, None] & mask_d[None, :])
+
+
+@triton.jit
 def _causal_conv1d_fwd_kernel(
     x_ptr, w_ptr, b_ptr, cu_ptr, state_ptr, out_ptr,
     D, stride_x, stride_o,
@@ -89,21 +109,7 @@ def _causal_conv1d_fwd_kernel(
     tl.store(out_ptr + row0 * stride_o + pid_d * BLOCK_D + ri[:, None] * stride_o + di[None, :],
              y.to(out_ptr.dtype.element_ty), mask=mask_t[:, None] & mask_d[None, :])
     if (t_blk == 0) & (seq >= 0):
-        # New state: the last W-1 columns of concat(old state, tokens). Only this program reads
-        # the old state, so after a barrier it may overwrite it.
-        j = tl.arange(0, 4)
-        pos = seqlen - (W - 1) + j  # position in the sequence; < 0 falls back to the old state
-        jm = j < W - 1
-        from_x = (pos >= 0) & jm
-        xs = tl.load(x_ptr + (start + pos).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
-                     mask=from_x[:, None] & mask_d[None, :], other=0.0)
-        from_s = (pos < 0) & jm
-        s_ptrs = state_base + di[None, :] * stride_sd
-        ss = tl.load(s_ptrs + (pos + (W - 1))[:, None] * stride_sw,
-                     mask=from_s[:, None] & mask_d[None, :], other=0.0)
-        new = tl.where(from_s[:, None], ss, xs.to(ss.dtype))
-        tl.debug_barrier()
-        tl.store(s_ptrs + j[:, None] * stride_sw, new, mask=jm[:, None] & mask_d[None, :])
+        _write_new_state(x_ptr, state_base + di * stride_sd, start, seqlen, offs_d, mask_d, stride_x, stride_sw, W)
 
 
 @triton.jit
@@ -176,22 +182,8 @@ def _causal_conv1d_rolling_kernel(
         x_row += 4 * stride_x
         o_row += 4 * stride_o
     if (blk == 0) & valid:
-        # New state: the last W-1 rows of concat(old state, tokens), read before any write; only
-        # this program reads the old state (a shorter sequence shifts it), so after a barrier it
-        # may overwrite it.
-        j = tl.arange(0, 4)
-        pos = seqlen - (W - 1) + j
-        jm = j < W - 1
-        from_x = (pos >= 0) & jm
-        xs = tl.load(x_ptr + (start + pos).to(tl.int64)[:, None] * stride_x + offs_d[None, :],
-                     mask=from_x[:, None] & mask_d[None, :], other=0.0)
-        from_s = (pos < 0) & jm
-        s_ptrs = state_base + offs_d[None, :] * stride_sd
-        ss = tl.load(s_ptrs + (pos + (W - 1))[:, None] * stride_sw, mask=from_s[:, None] & mask_d[None, :],
-                     other=0.0)
-        new = tl.where(from_s[:, None], ss, xs.to(ss.dtype))
-        tl.debug_barrier()
-        tl.store(s_ptrs + j[:, None] * stride_sw, new, mask=jm[:, None] & mask_d[None, :])
+        _write_new_state(x_ptr, state_base + offs_d * stride_sd, start, seqlen, offs_d, mask_d, stride_x,
+                         stride_sw, W)
 
 
 #: The interpreter's tile (CPU): 32 x 256, 8 warps.
