@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from evaluator import errors, report
-from evaluator.result import ChildReport, RunResult, TaskResult
+from evaluator.result import REFERENCES_LABEL, ChildReport, RunResult, TaskResult
 from evaluator.runner import RunOptions, run
 from tasks.registry import REPO_ROOT, Task, TaskLoadError, load_tasks
 
@@ -105,7 +105,7 @@ def _judge(args: argparse.Namespace, command: str) -> int:
     if args.kernel == "references":
         def candidate_for(t: Task) -> Path:
             return t.expert_path
-        label, cand_path = "expert references", None
+        label, cand_path = REFERENCES_LABEL, None
     else:
         path = Path(args.kernel).resolve()
         if not path.is_file():

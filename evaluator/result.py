@@ -139,10 +139,20 @@ class HardwareProfileRecord(_Model):
     provenance: str = ""
 
 
+#: The candidate label of a run that judges the tasks' own expert kernels (``... references``).
+REFERENCES_LABEL = "expert references"
+
+
 class Candidate(_Model):
     path: str
     sha256: str
     label: str = "candidate"
+
+    @property
+    def is_expert(self) -> bool:
+        """Whether the candidate is the tasks' expert, so that its column and the ``expert``
+        provider's time the same kernel."""
+        return self.label == REFERENCES_LABEL
 
 
 class RunResult(_Model):

@@ -76,6 +76,31 @@ def _compile_ratio(t: TaskResult) -> float | None:
     return geomean(ratios) if ratios else None
 
 
+#: Two timings of one kernel in one run whose medians and minima both differ by more than this
+#: fraction have settled on different code paths, not on noise: a tuner's pick or the kernel's own
+#: timed choice, made once per process (attn-backward W1 on the H100: 1,988 against 2,547 µs).
+SAME_KERNEL_SPREAD = 0.10
+
+
+def same_kernel_spread(result: RunResult) -> list[tuple[str, str, float, float, float, float]]:
+    """(task, workload, expert median, candidate median, expert minimum, candidate minimum), in µs,
+    for each workload where a run of the experts as candidates timed the one kernel twice and the
+    two processes settled apart (``SAME_KERNEL_SPREAD``). Empty for any other candidate."""
+    if not result.candidate.is_expert:
+        return []
+    rows = []
+    for t in result.tasks:
+        for w in t.workloads:
+            a, b = w.timings.get("expert"), w.timings.get("candidate")
+            if a is None or b is None or min(a.median_ms, b.median_ms, a.min_ms, b.min_ms) <= 0:
+                continue
+            apart = (max(a.median_ms, b.median_ms) > (1 + SAME_KERNEL_SPREAD) * min(a.median_ms, b.median_ms)
+                     and max(a.min_ms, b.min_ms) > (1 + SAME_KERNEL_SPREAD) * min(a.min_ms, b.min_ms))
+            if apart:
+                rows.append((t.slug, w.name, a.median_ms * 1e3, b.median_ms * 1e3, a.min_ms * 1e3, b.min_ms * 1e3))
+    return rows
+
+
 def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...] = (),
             latency: frozenset[str] = frozenset()) -> str:
     """Markdown: the suite's correctness and geometric means, then the misses, the providers
@@ -110,6 +135,17 @@ def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...
     if untimed:
         lines += ["", "### Providers left untimed", "", "| task | workload | provider | why |", "|---|---|---|---|"]
         lines += [f"| {s} | {w} | {p} | {why[:300].replace('|', '/')} |" for s, w, p, why in untimed]
+    spread = same_kernel_spread(result)
+    if spread:
+        lines += ["", "### The same expert, timed twice, settled apart", "",
+                  f"The candidate and expert columns run one kernel in two processes. Here their medians "
+                  f"and their minima differ by more than {SAME_KERNEL_SPREAD:.0%}: each process made a "
+                  "timed choice of its own (a tuner's configuration, or the kernel's pick between "
+                  "strategies), and they chose differently. A row's speed then depends on that "
+                  "choice, so read it as a range.", "",
+                  "| task | workload | expert µs | candidate µs | expert min µs | candidate min µs |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {s} | {w} | {a:,.1f} | {b:,.1f} | {c:,.1f} | {d:,.1f} |" for s, w, a, b, c, d in spread]
     missing = [s for s in all_slugs if s not in scores]
     if missing:
         lines += ["", f"### Tasks with no result on this page ({len(missing)})", "", ", ".join(missing)]

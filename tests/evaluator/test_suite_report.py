@@ -121,6 +121,28 @@ def test_reroof_applies_the_int8_ceiling_rule_to_a_run_calibrated_before_it() ->
     assert suite_report.reroof(run, load_tasks().tasks) == []  # already current: nothing to redo
 
 
+def test_two_timings_of_one_expert_that_settled_apart_are_listed() -> None:
+    """Session 13's H100 attn-backward run: the expert column and the candidate column (the same
+    expert, another process) settled 28% apart at W1, in medians and minima; W2 and W3 agree."""
+    run = RunResult.model_validate(json.loads(
+        (REPO_ROOT / "docs/results/h100-runs/bench-attn-backward-causal-gqa.json").read_text()))
+    assert run.candidate.is_expert
+    rows = suite_report.same_kernel_spread(run)
+    assert [(s, w) for s, w, *_ in rows] == [("attn-backward-causal-gqa", "W1")]
+    assert round(rows[0][2]) == 1988 and round(rows[0][3]) == 2547
+    page = suite_report.summary(run, {"attn-backward-causal-gqa": "bf16"})
+    assert "### The same expert, timed twice, settled apart" in page and "| attn-backward-causal-gqa | W1 |" in page
+    # The threshold is both medians and minima: noise moves one, a different code path both.
+    w1 = run.tasks[0].workloads[0]
+    w1.timings["candidate"] = w1.timings["candidate"].model_copy(update={"min_ms": w1.timings["expert"].min_ms})
+    assert suite_report.same_kernel_spread(run) == []
+    # A submitted candidate is not the expert: its gap to the expert column is the result itself.
+    run.candidate = run.candidate.model_copy(update={"label": "team-x kernel"})
+    w1.timings["candidate"] = w1.timings["candidate"].model_copy(update={"min_ms": 9.0, "median_ms": 9.0})
+    assert suite_report.same_kernel_spread(run) == []
+    assert "settled apart" not in suite_report.summary(run, {"attn-backward-causal-gqa": "bf16"})
+
+
 def test_the_results_page_never_merges_two_kinds_of_gpu() -> None:
     import importlib.util
 
