@@ -187,7 +187,7 @@ def reroof(result: RunResult, tasks: Iterable[Task]) -> list[str]:
             set_sol(wr, profile, dtype)
             new = wr.sol_fraction.get("candidate")
             if old is not None and new is not None and f"{old:.1%}" == f"{new:.1%}":
-                continue  # a ceiling this workload's SOL does not use (memory-bound)
+                continue  # no visible change: a ceiling its SOL does not use (memory-bound), say
             changed.append(f"{tr.slug} {wr.name}: candidate SOL {old:.1%} -> {new:.1%}" if old and new
                            else f"{tr.slug} {wr.name}: roofline re-evaluated")
     return changed

@@ -158,6 +158,7 @@ def _causal_conv1d_rolling_kernel(
     rows = tl.minimum(seqlen - t0, CHUNK)  # a tile past the last chunk has seqlen 0: no rows
     x_row = x_ptr + (start + t0).to(tl.int64) * stride_x + offs_d
     o_row = out_ptr + (start + t0).to(tl.int64) * stride_o + offs_d
+    dt = out_ptr.dtype.element_ty
     # Four rows a step, their loads issued together before any of the step's stores: a load is
     # not moved above an earlier store to memory that may alias it, so a one-row step would have
     # one load in flight per thread. A constant trip count; the last chunk of a sequence masks
@@ -171,7 +172,6 @@ def _causal_conv1d_rolling_kernel(
         x1 = tl.load(x_row + stride_x, mask=l1, other=0.0).to(tl.float32)
         x2 = tl.load(x_row + 2 * stride_x, mask=l2, other=0.0).to(tl.float32)
         x3 = tl.load(x_row + 3 * stride_x, mask=l3, other=0.0).to(tl.float32)
-        dt = out_ptr.dtype.element_ty
         tl.store(o_row, _silu(bias + w0 * x0 + w1 * p1 + w2 * p2 + w3 * p3).to(dt), mask=l0)
         tl.store(o_row + stride_o, _silu(bias + w0 * x1 + w1 * x0 + w2 * p1 + w3 * p2).to(dt), mask=l1)
         tl.store(o_row + 2 * stride_o, _silu(bias + w0 * x2 + w1 * x1 + w2 * x0 + w3 * p1).to(dt), mask=l2)
@@ -224,11 +224,14 @@ _causal_conv1d_rolling_tuned = triton.autotune(
 _ROUTE_PICK: dict[tuple, str] = {}
 
 
-def _grid(T: int, N: int, fixed: int, rows_key: str, d_key: str, D: int):
+def _grid(T: int, N: int, D: int, fixed: int, rows_key: str):
+    """The launch grid of either kernel, from its configuration's rows (``rows_key``) and
+    BLOCK_D: (time tiles, channel blocks). With variable lengths the tile count is an upper
+    bound (each sequence may end in a partial tile); surplus programs find no sequence."""
     def grid(meta: dict) -> tuple[int, int]:
         bt = meta[rows_key]
         n_tiles = N * triton.cdiv(fixed, bt) if fixed else triton.cdiv(T, bt) + N
-        return (n_tiles, triton.cdiv(D, meta[d_key]))
+        return (n_tiles, triton.cdiv(D, meta["BLOCK_D"]))
     return grid
 
 
@@ -247,8 +250,8 @@ def causal_conv1d(
     fixed = 0 if varlen else T // N
     args = (x, weight, bias, cu_seqlens, conv_state, out, D, x.stride(0), out.stride(0),
             conv_state.stride(0), conv_state.stride(1), conv_state.stride(2))
-    tile_grid = _grid(T, N, fixed, "BLOCK_T", "BLOCK_D", D)
-    roll_grid = _grid(T, N, fixed, "CHUNK", "BLOCK_D", D)
+    tile_grid = _grid(T, N, D, fixed, "BLOCK_T")
+    roll_grid = _grid(T, N, D, fixed, "CHUNK")
     if x.device.type == "cpu":
         # The interpreter runs one fixed configuration of each kernel: the tile kernel on fp16
         # inputs (smoke S2), the rolling one otherwise (S1, S3).

@@ -313,9 +313,31 @@ def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool)
 
 def _fused_big(x, qweight, qzeros, scales, out, G: int, fast: bool) -> None:
     M, N = out.shape
-    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    _, args = _operands(x, qweight, qzeros, scales, out, 1)
     grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), 1)  # noqa: E731
-    _awq_gemm_tuned[grid](x, qweight, qzeros, scales, out, M, N, *strides, 0, N, K_SPLIT=x.shape[1], G=G, FAST_CVT=fast)
+    _awq_gemm_tuned[grid](*args, K_SPLIT=x.shape[1], G=G, FAST_CVT=fast)
+
+
+def _operands(x, qweight, qzeros, scales, out, split: int) -> tuple[torch.Tensor, tuple]:
+    """(where the kernel writes, its leading arguments): ``out`` itself, or with K split over
+    ``split`` programs an fp32 partial product per split, summed by :func:`_reduce_splits`."""
+    M, N = out.shape
+    target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
+    return target, (x, qweight, qzeros, scales, target, M, N, x.stride(0), qweight.stride(0), qzeros.stride(0),
+                    scales.stride(0), M * N, N)
+
+
+def _rows_tile(M: int) -> int:
+    """The decode kernels' tile along the activation rows: the smallest MMA width that holds M."""
+    return 16 if M <= 16 else 32 if M <= 32 else 64
+
+
+def _interpreter_split(K: int, G: int) -> tuple[int, int]:
+    """(K step, split) of the interpreter's decode launches: split-K whenever K is long enough,
+    so the CPU checks the partial sums and their reduction too."""
+    bk = min(64, G)
+    k_iters = K // bk
+    return bk, (4 if k_iters >= 12 and k_iters % 4 == 0 else 1)
 
 
 def _split_for(tiles: int, k_iters: int) -> int:
@@ -381,16 +403,13 @@ def _decode_split_k(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu:
     """C = X W with the dequantized weight as the MMA's right operand, K split over programs."""
     M, K = x.shape
     N = out.shape[1]
-    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
-    if on_cpu:  # interpreter: small tiles; split-K when K is long
-        bm, bn, bk, warps, stages = 16, 32, min(64, G), 4, 1
-        k_iters = K // bk
-        split = 4 if k_iters >= 12 and k_iters % 4 == 0 else 1
+    if on_cpu:  # interpreter: small tiles
+        bm, bn, warps, stages = 16, 32, 4, 1
+        bk, split = _interpreter_split(K, G)
     else:  # decode: the smallest MMA tile along M, split-K to spread the weight stream
-        bm, bn, bk, warps, stages = (16 if M <= 16 else 32 if M <= 32 else 64), 128, min(128, G), 4, 4
+        bm, bn, bk, warps, stages = _rows_tile(M), 128, min(128, G), 4, 4
         split = _split_for(triton.cdiv(M, bm) * triton.cdiv(N, bn), K // bk)
-    target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
-    args = (x, qweight, qzeros, scales, target, M, N, *strides, M * N, N)
+    target, args = _operands(x, qweight, qzeros, scales, out, split)
     if not on_cpu and G % 128 == 0:  # every candidate's K step divides the group and the split
         grid = lambda meta: (triton.cdiv(M, bm) * triton.cdiv(N, meta["BN"]), split)  # noqa: E731
         _awq_decode_tuned[grid](*args, K_SPLIT=K // split, G=G, BM=bm, GROUP_M=8, FAST_CVT=fast)
@@ -407,16 +426,13 @@ def _decode_swapped(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu:
     docstring), K split over programs as in :func:`_decode_split_k`. Needs M <= 64."""
     M, K = x.shape
     N = out.shape[1]
-    bm = 16 if M <= 16 else 32 if M <= 32 else 64
-    strides = (x.stride(0), qweight.stride(0), qzeros.stride(0), scales.stride(0))
+    bm = _rows_tile(M)
     if on_cpu:
-        bn, bk = 32, min(64, G)
-        k_iters = K // bk
-        split = 4 if k_iters >= 12 and k_iters % 4 == 0 else 1
+        bn = 32
+        bk, split = _interpreter_split(K, G)
     else:  # every candidate's K step (64 or 128) divides G and K // split
         split = _split_for(triton.cdiv(N, 128), K // 128)
-    target = out if split == 1 else torch.empty(split, M, N, dtype=torch.float32, device=x.device)
-    args = (x, qweight, qzeros, scales, target, M, N, *strides, M * N, N)
+    target, args = _operands(x, qweight, qzeros, scales, out, split)
     if on_cpu:
         _awq_swapped_kernel[(triton.cdiv(N, bn), split)](*args, K_SPLIT=K // split, G=G, BM=bm, BN=bn, BK=bk,
                                                          FAST_CVT=fast, num_warps=4, num_stages=1)

@@ -30,7 +30,7 @@ fixed = 0 if varlen else T // N
 for cfg in mod._ROLLING_CONFIGS:
     state = inp["conv_state"].clone()
     out = torch.empty_like(inp["x"])
-    grid = mod._grid(T, N, fixed, "CHUNK", "BLOCK_D", D)(cfg.kwargs)
+    grid = mod._grid(T, N, D, fixed, "CHUNK")(cfg.kwargs)
     mod._causal_conv1d_rolling_kernel[grid](
         inp["x"], inp["weight"], inp["bias"], inp["cu_seqlens"], state, out, D, inp["x"].stride(0), out.stride(0),
         state.stride(0), state.stride(1), state.stride(2), N=N, W=W, FIXED_LEN=fixed, **cfg.kwargs)
