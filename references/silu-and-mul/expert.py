@@ -4,9 +4,20 @@ A program owns a tile of ``ROWS x BLOCK_D`` outputs and reads the two matching i
 (gate at column c, up at column c + d), so every byte is read once and the result written once:
 3 units of traffic against eager's 5, in one launch instead of two. Short rows (the MoE
 intermediate, d = 768) get several rows per program so that programs stay large.
+
+On the GPU the launch is picked by timing, on the first call of each row length d, among a few
+candidates (``_candidates``) that always include the fixed launch used before (``_launch_config``).
+The others change the program order (``COLS_FIRST``: a flat grid in which the column blocks of a
+row block are adjacent programs, so consecutive programs read consecutive addresses as
+torch.compile's pointwise kernels do, instead of row blocks varying fastest and consecutive
+programs reading a whole row apart), the elements a thread holds, or the tile (1024 outputs on
+4 warps, torch.compile's pointwise block). The CPU interpreter runs the fixed launch.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import torch
 import triton
@@ -16,10 +27,18 @@ import triton.language as tl
 @triton.jit
 def _silu_and_mul_fwd_kernel(
     x_ptr, out_ptr, T, d, stride_x, stride_o,
-    ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, COLS_FIRST: tl.constexpr = 0,
 ):
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    # Row block and column block: axes 0 and 1 of a 2D grid (row blocks vary fastest), or, with
+    # COLS_FIRST, split from one flat program id so that a row block's column blocks are adjacent.
+    rows = tl.program_id(0)
+    col_blk = tl.program_id(1)
+    if COLS_FIRST:
+        n_col_blks = tl.cdiv(d, BLOCK_D)
+        col_blk = rows % n_col_blks
+        rows = rows // n_col_blks
+    rows = rows.to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
+    cols = col_blk * BLOCK_D + tl.arange(0, BLOCK_D)
     mask = (rows[:, None] < T) & (cols[None, :] < d)
     gate_ptrs = x_ptr + rows[:, None] * stride_x + cols[None, :]
     g = tl.load(gate_ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
@@ -30,7 +49,8 @@ def _silu_and_mul_fwd_kernel(
 
 
 def _launch_config(d: int) -> tuple[int, int, int]:
-    """(rows per program, column block, warps).
+    """(rows per program, column block, warps): the fixed launch, which the interpreter runs and
+    which is the first GPU candidate.
 
     Column block: the largest power of two up to 2048 that divides d (no masked lanes), else the
     next power of two. A sweep on the H200 (2026-12-02, docs/results/tune-norm-act-h200.txt)
@@ -47,6 +67,70 @@ def _launch_config(d: int) -> tuple[int, int, int]:
     return rows, block_d, num_warps
 
 
+def _tile_key(d: int) -> tuple[int, int]:
+    """What the candidates of d depend on: the fixed launch's column block, and the row padded to
+    a power of two when several such blocks make up a short row (else 0)."""
+    block_d = _launch_config(d)[1]
+    full = triton.next_power_of_2(d)
+    return block_d, (full if block_d < full <= 1024 else 0)
+
+
+@functools.cache
+def _candidates_of(block_d: int, full: int) -> list[triton.Config]:
+    """The GPU candidates of one ``_tile_key`` (cached, so the tuner's pruning hands back the
+    very objects listed in ``_GPU_CONFIGS``). Each is there because:
+
+    1. the fixed launch (``_launch_config``), row blocks fastest: so the pick is never slower
+       than before beyond timing noise;
+    2. the same tile with column blocks fastest: the program order alone;
+    3. the same tile and order with half the warps: twice the elements (and bytes in flight) a
+       thread, 16-byte vectors where the fixed launch of d = 768 has 8-byte ones;
+    4. 1024-output programs on 4 warps, column blocks fastest: torch.compile's pointwise block
+       (a row slice of 1024 for long rows, 1024 // BLOCK_D rows of BLOCK_D for short ones);
+    5. for a short row cut into several column blocks (d = 768: three of 256), whole rows padded
+       to a power of two, 1024 outputs a program: every program reads whole rows.
+    """
+    rows, _, warps = _launch_config(block_d)  # d = block_d has the same fixed launch
+    picks = [(rows, block_d, warps, 0), (rows, block_d, warps, 1), (rows, block_d, max(1, warps // 2), 1)]
+    bd = min(block_d, 1024)
+    picks.append((max(1, 1024 // bd), bd, 4, 1))
+    if full:
+        picks.append((max(1, 1024 // full), full, 4, 0))
+    return [triton.Config({"ROWS": r, "BLOCK_D": b, "COLS_FIRST": c}, num_warps=w)
+            for r, b, w, c in dict.fromkeys(picks)]
+
+
+def _candidates(d: int) -> list[triton.Config]:
+    """The GPU candidates for rows of length d, the fixed launch first."""
+    return _candidates_of(*_tile_key(d))
+
+
+#: Every configuration the tuner may time (every d up to 2048 covers every ``_tile_key``: above
+#: it the column block is a power of two that d = the block itself reaches). Per call the tuner
+#: keeps the call's own candidates (``_prune``).
+_GPU_CONFIGS = [c for key in dict.fromkeys(map(_tile_key, range(1, 2049))) for c in _candidates_of(*key)]
+
+
+def _prune(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    return _candidates(int(named_args["d"]))
+
+
+#: Tuned per d (the dtype joins the key on its own); a call is a pure function of x, so the timed
+#: trials need no restore.
+_silu_and_mul_tuned = triton.autotune(
+    configs=_GPU_CONFIGS, key=["d"], prune_configs_by={"early_config_prune": _prune},
+)(_silu_and_mul_fwd_kernel)
+
+
+def _grid(T: int, d: int) -> Callable[[dict], tuple[int, ...]]:
+    """The launch grid of a configuration: (row blocks, column blocks), or with COLS_FIRST one
+    flat axis of row blocks x column blocks."""
+    def grid(meta: dict) -> tuple[int, ...]:
+        n_rows, n_cols = triton.cdiv(T, meta["ROWS"]), triton.cdiv(d, meta["BLOCK_D"])
+        return (n_rows * n_cols,) if meta["COLS_FIRST"] else (n_rows, n_cols)
+    return grid
+
+
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """x: [T, 2d] (rows contiguous), gate then up in each row. Returns silu(gate) * up, [T, d]."""
     if x.dim() != 2 or x.shape[1] % 2:
@@ -56,10 +140,13 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     T, two_d = x.shape
     d = two_d // 2
     out = torch.empty((T, d), dtype=x.dtype, device=x.device)
-    rows, block_d, num_warps = _launch_config(d)
-    if T > 0 and d > 0:
-        grid = (triton.cdiv(T, rows), triton.cdiv(d, block_d))
-        _silu_and_mul_fwd_kernel[grid](
-            x, out, T, d, x.stride(0), out.stride(0), ROWS=rows, BLOCK_D=block_d, num_warps=num_warps,
-        )
+    if T == 0 or d == 0:
+        return out
+    args = (x, out, T, d, x.stride(0), out.stride(0))
+    if x.device.type == "cpu":  # the interpreter: the fixed launch
+        rows, block_d, num_warps = _launch_config(d)
+        meta = {"ROWS": rows, "BLOCK_D": block_d, "COLS_FIRST": 0}
+        _silu_and_mul_fwd_kernel[_grid(T, d)(meta)](*args, num_warps=num_warps, **meta)
+    else:
+        _silu_and_mul_tuned[_grid(T, d)](*args)
     return out
