@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Scalar = int | float | bool | str
 LINE_CAP = 1 << 20  # bytes; a longer line from a worker is a protocol violation
+#: How ``Done.autotune`` names an entry of a provider module's ``TIMED_CHOICES`` (the rest are
+#: its Triton autotuners' picks, ``name [tuning key]``).
+CHOICE_PREFIX = "choice "
 
 
 class _Msg(BaseModel):

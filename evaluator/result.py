@@ -105,7 +105,7 @@ class TaskResult(_Model):
     workloads: list[WorkloadResult] = []
     findings: list[Finding] = []
     aten_ops: list[str] = []  # ATen ops the candidate called during checked calls
-    autotune: dict[str, str] = {}  # kernel name -> winning config
+    autotune: dict[str, str] = {}  # "tuner [key]" -> its pick; "choice <key>" -> a TIMED_CHOICES entry
     wall_s: float = 0.0
     stdout_tail: str = ""
     stderr_tail: str = ""

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evaluator.hardware import HardwareProfile, int8_at_fp8_rate, set_sol
+from evaluator.protocol import CHOICE_PREFIX
 from evaluator.result import RunResult, TaskResult, WorkloadResult
 from evaluator.score_result import score_task_result
 from evaluator.scoring import geomean
@@ -101,6 +102,13 @@ def same_kernel_spread(result: RunResult) -> list[tuple[str, str, float, float, 
     return rows
 
 
+def timed_choices(result: RunResult) -> list[tuple[str, str, str]]:
+    """(task, what was chosen, the pick) for every ``TIMED_CHOICES`` entry the candidate's worker
+    reported (``evaluator.worker.Worker.autotune`` names them ``choice <key>``)."""
+    return [(t.slug, name.removeprefix(CHOICE_PREFIX), pick) for t in result.tasks
+            for name, pick in t.autotune.items() if name.startswith(CHOICE_PREFIX)]
+
+
 def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...] = (),
             latency: frozenset[str] = frozenset()) -> str:
     """Markdown: the suite's correctness and geometric means, then the misses, the providers
@@ -135,6 +143,14 @@ def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...
     if untimed:
         lines += ["", "### Providers left untimed", "", "| task | workload | provider | why |", "|---|---|---|---|"]
         lines += [f"| {s} | {w} | {p} | {why[:300].replace('|', '/')} |" for s, w, p, why in untimed]
+    chosen = timed_choices(result)
+    if chosen:
+        lines += ["", "### Choices the kernels made by timing", "",
+                  "What the candidate's process picked on a shape's first call, as its module's "
+                  "`TIMED_CHOICES` reported it (docs/bundle-format.md), with the times that decided it. "
+                  "Its autotuners' picks per shape are in the JSON (`autotune`).", "",
+                  "| task | choice | picked |", "|---|---|---|"]
+        lines += [f"| {s} | {k.replace('|', '/')} | {v.replace('|', '/')} |" for s, k, v in chosen]
     spread = same_kernel_spread(result)
     if spread:
         lines += ["", "### The same expert, timed twice, settled apart", "",

@@ -35,7 +35,18 @@ import triton  # imported before the snapshot, so its own set-up is not "tamperi
 from evaluator import hold as _hold_module
 from evaluator.arena import Arena, open_arena
 from evaluator.aten_record import AtenRecorder
-from evaluator.protocol import LINE_CAP, Call, Done, LoadError, ProviderSpec, Ready, Release, Setup, TensorRef
+from evaluator.protocol import (
+    CHOICE_PREFIX,
+    LINE_CAP,
+    Call,
+    Done,
+    LoadError,
+    ProviderSpec,
+    Ready,
+    Release,
+    Setup,
+    TensorRef,
+)
 
 # The harness's own references, taken before any provider is imported.
 _perf = time.perf_counter
@@ -262,14 +273,36 @@ class Worker:
             torch.cuda.empty_cache()
 
     def autotune(self) -> dict[str, str]:
+        """What the provider chose by timing so far: each module-level Triton autotuner's pick per
+        tuning key (``"name [key]"``; a tuner kept in a module-level dict is named after the dict),
+        and the entries of a module-level ``TIMED_CHOICES`` dict (``"choice <key>"``), where a
+        kernel records a choice of its own, such as a route timed against another. Informational:
+        the worker runs next to the provider, so this is a claim, capped in count and length."""
         from triton.runtime.autotuner import Autotuner
 
-        found = {}
+        found: dict[str, str] = {}
+
+        def tuner(name: str, value: Any) -> None:
+            cache = getattr(value, "cache", None)
+            if type(cache) is dict and cache:
+                for key, config in list(cache.items())[:AUTOTUNE_KEYS]:
+                    found[f"{name} [{_key_text(key)}]"[:NAME_CAP]] = str(config)[:VALUE_CAP]
+            elif getattr(value, "best_config", None) is not None:
+                found[name] = str(value.best_config)[:VALUE_CAP]
+
         for module in self.modules:
             for name, value in vars(module).items():
-                if isinstance(value, Autotuner) and getattr(value, "best_config", None) is not None:
-                    found[name] = str(value.best_config)[:500]
-        return found
+                if isinstance(value, Autotuner):
+                    tuner(name, value)
+                elif type(value) is dict and name != "TIMED_CHOICES":
+                    for item in list(value.values())[:AUTOTUNE_KEYS]:
+                        if isinstance(item, Autotuner):
+                            tuner(name, item)
+            choices = vars(module).get("TIMED_CHOICES")
+            if type(choices) is dict:
+                for key, choice in list(choices.items())[:AUTOTUNE_KEYS]:
+                    found[f"{CHOICE_PREFIX}{key}"[:NAME_CAP]] = str(choice)[:VALUE_CAP]
+        return dict(list(found.items())[:AUTOTUNE_ENTRIES])
 
     def serve(self, reader: Any) -> None:
         while True:
@@ -287,6 +320,15 @@ class Worker:
             done.tampered = _tampered(self.snapshot)
             done.autotune = self.autotune()
             self._reply(done)
+
+
+#: Caps on the autotune report: entries per tuner or choice dict, entries in all, and characters.
+AUTOTUNE_KEYS, AUTOTUNE_ENTRIES, NAME_CAP, VALUE_CAP = 32, 128, 200, 500
+
+
+def _key_text(key: Any) -> str:
+    """A tuning key (a tuple of argument values and dtype names) as ``a, b, c``."""
+    return ", ".join(map(str, key)) if type(key) is tuple else str(key)
 
 
 def main() -> int:

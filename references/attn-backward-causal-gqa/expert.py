@@ -360,6 +360,9 @@ def _desc(t: torch.Tensor, rows: int, cols: int, block: list[int]):
 #: Per problem shape: whether dQ is reduced by bulk atomics inside the dK/dV sweep (True) or
 #: computed by the separate dQ sweep (False); decided by timing both on the first call of a shape.
 _DQ_MODE: dict[tuple, bool] = {}
+#: What the timed choices above picked, in words, with the times that decided them: the engine
+#: reports a module-level ``TIMED_CHOICES`` with each result (docs/bundle-format.md).
+TIMED_CHOICES: dict[str, str] = {}
 
 
 def attn_backward_causal_gqa(
@@ -398,6 +401,9 @@ def attn_backward_causal_gqa(
                           return_mode="median")
             best[mode] = min(best[mode], ms)
     _DQ_MODE[key] = best[True] < best[False]
+    TIMED_CHOICES[f"dQ B={B} S={S} Hq={Hq} Hkv={Hkv} D={D}"] = (
+        f"{'atomics in the dK/dV sweep' if _DQ_MODE[key] else 'separate dQ sweep'}"
+        f" (best medians: separate {best[False] * 1e3:.0f} us, atomics {best[True] * 1e3:.0f} us)")
     return _backward(q, k, v, o, do, lse, scale, _DQ_MODE[key])
 
 

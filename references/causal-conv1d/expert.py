@@ -222,6 +222,9 @@ _causal_conv1d_rolling_tuned = triton.autotune(
 
 #: Per (T, N, D, W, varlen, dtype, device): "tile" or "rolling", whichever the first call timed faster.
 _ROUTE_PICK: dict[tuple, str] = {}
+#: What the timed choices above picked, in words, with the times that decided them: the engine
+#: reports a module-level ``TIMED_CHOICES`` with each result (docs/bundle-format.md).
+TIMED_CHOICES: dict[str, str] = {}
 
 
 def _grid(T: int, N: int, D: int, fixed: int, rows_key: str):
@@ -280,5 +283,7 @@ def causal_conv1d(
             times[name] = do_bench(run, warmup=5, rep=30)
             conv_state.copy_(saved)
         _ROUTE_PICK[key] = min(times, key=times.get)
+        TIMED_CHOICES[f"route T={T} N={N} D={D} W={W} varlen={varlen}"] = (
+            f"{_ROUTE_PICK[key]} (" + ", ".join(f"{r} {ms * 1e3:.0f} us" for r, ms in times.items()) + ")")
     routes[_ROUTE_PICK[key]]()
     return out, conv_state

@@ -141,6 +141,9 @@ _BM_DECODE = 64
 _NUM_SMS = 132
 #: (M, N, K, out dtype, device) -> the fastest decode candidate, timed on the first call.
 _DECODE_PICK: dict[tuple, tuple[int, int, int, int]] = {}
+#: What the timed choices above picked, in words, with the times that decided them: the engine
+#: reports a module-level ``TIMED_CHOICES`` with each result (docs/bundle-format.md).
+TIMED_CHOICES: dict[str, str] = {}
 
 
 def _split_for(tiles: int, n_kb: int, budget: int, min_kb: int = 8) -> int:
@@ -216,4 +219,6 @@ def fp8_blockwise_gemm(A: torch.Tensor, A_s: torch.Tensor, B: torch.Tensor, B_s:
             _decode(*args, cand, on_cpu=False)  # compile outside the timing
             times[cand] = do_bench(lambda c=cand: _decode(*args, c, on_cpu=False), warmup=5, rep=30)
         _DECODE_PICK[key] = min(_DECODE, key=times.__getitem__)
+        TIMED_CHOICES[f"decode M={M} N={N} K={K}"] = (
+            f"{_DECODE_PICK[key]} (" + ", ".join(f"{c} {ms * 1e3:.0f} us" for c, ms in times.items()) + ")")
     return _decode(*args, _DECODE_PICK[key], on_cpu=False)

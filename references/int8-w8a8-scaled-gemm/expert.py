@@ -131,6 +131,9 @@ _DECODE = (
 )
 #: (M, N, K, has bias, out dtype, device) -> the fastest decode candidate, timed on the first call.
 _DECODE_PICK: dict[tuple, tuple[int, int, int, int, int]] = {}
+#: What the timed choices above picked, in words, with the times that decided them: the engine
+#: reports a module-level ``TIMED_CHOICES`` with each result (docs/bundle-format.md).
+TIMED_CHOICES: dict[str, str] = {}
 
 
 def _split_for(tiles: int, k_iters: int, budget: int, min_iters: int = 8) -> int:
@@ -216,4 +219,6 @@ def int8_scaled_mm(A: torch.Tensor, a_s: torch.Tensor, B: torch.Tensor, b_s: tor
             _decode(*args, cand, on_cpu=False)  # compile outside the timing
             times[cand] = do_bench(lambda c=cand: _decode(*args, c, on_cpu=False), warmup=5, rep=30)
         _DECODE_PICK[key] = min(_DECODE, key=times.__getitem__)
+        TIMED_CHOICES[f"decode M={M} N={N} K={K}"] = (
+            f"{_DECODE_PICK[key]} (" + ", ".join(f"{c} {ms * 1e3:.0f} us" for c, ms in times.items()) + ")")
     return _decode(*args, _DECODE_PICK[key], on_cpu=False)

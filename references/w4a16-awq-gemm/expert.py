@@ -290,6 +290,9 @@ _dense_gemm_tuned = triton.autotune(configs=_DENSE_CONFIGS, key=["M", "N", "K"])
 #: Per (M, N, K, dtype, device): the route the first call timed faster ("fused" or "two-pass" for
 #: M > 128, "split-k" or "swapped" for decode sizes).
 _ROUTE_PICK: dict[tuple, str] = {}
+#: What the timed choices above picked, in words, with the times that decided them: the engine
+#: reports a module-level ``TIMED_CHOICES`` with each result (docs/bundle-format.md).
+TIMED_CHOICES: dict[str, str] = {}
 
 
 def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool) -> None:
@@ -395,8 +398,15 @@ def _pick(routes: dict, key: tuple):
 
         for run in routes.values():
             run()
-        _ROUTE_PICK[key] = min(routes, key=lambda r: do_bench(routes[r], warmup=5, rep=30))
+        times = {r: do_bench(run, warmup=5, rep=30) for r, run in routes.items()}
+        _ROUTE_PICK[key] = min(times, key=times.get)
+        TIMED_CHOICES["route M={} N={} K={}".format(*key[:3])] = _chosen(_ROUTE_PICK[key], times)
     return routes[_ROUTE_PICK[key]]
+
+
+def _chosen(pick: str, times: dict) -> str:
+    """``pick (name 123 us, name 456 us)``: a timed choice and what decided it."""
+    return f"{pick} (" + ", ".join(f"{name} {ms * 1e3:.0f} us" for name, ms in times.items()) + ")"
 
 
 def _decode_split_k(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool) -> None:

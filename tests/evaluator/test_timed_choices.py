@@ -1,0 +1,114 @@
+"""What a kernel chose by timing reaches the result and the results page.
+
+Session 14's H100 run could not say whether w4a16's transposed route or causal-conv1d's rolling
+kernel had won their timed choices: the worker reported each autotuner's last pick only, and a
+kernel's own route choice not at all. The worker now reports every autotuner's pick per tuning key
+and a module's ``TIMED_CHOICES`` entries, and the results page lists the latter.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+import triton
+import triton.language as tl
+
+from evaluator import suite_report
+from evaluator.protocol import CHOICE_PREFIX
+from evaluator.result import RunResult
+from evaluator.runner import RunOptions, run
+from evaluator.worker import AUTOTUNE_KEYS, VALUE_CAP, Worker
+from tasks.registry import REPO_ROOT, get_task
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def _tuner() -> triton.runtime.autotuner.Autotuner:
+    configs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})]
+    return triton.autotune(configs=configs, key=["n"])(_copy_kernel)
+
+
+def test_the_worker_reports_every_tuning_key_and_the_timed_choices() -> None:
+    module = types.ModuleType("candidate")
+    module.tuned = _tuner()
+    module.tuned.cache[(64, "torch.float32")] = module.tuned.configs[1]
+    module.tuned.cache[(4096, "torch.float32")] = module.tuned.configs[0]
+    module._per_layout = {(1, 0): _tuner()}  # a tuner kept in a dict, as the fp8 quant expert does
+    module._per_layout[(1, 0)].cache[(8,)] = module._per_layout[(1, 0)].configs[0]
+    module.TIMED_CHOICES = {"route M=16": "swapped (split-k 128 us, swapped 101 us)", "long": "x" * 5000}
+    found = Worker.autotune(types.SimpleNamespace(modules=[module]))
+    assert "BLOCK: 32" in found["tuned [64, torch.float32]"]
+    assert "BLOCK: 16" in found["tuned [4096, torch.float32]"]
+    assert "BLOCK: 16" in found["_per_layout [8]"]
+    assert found[f"{CHOICE_PREFIX}route M=16"] == "swapped (split-k 128 us, swapped 101 us)"
+    assert len(found[f"{CHOICE_PREFIX}long"]) == VALUE_CAP
+    # Capped in count, and anything but a plain dict is ignored.
+    module.TIMED_CHOICES = {f"k{i}": "v" for i in range(1000)}
+    module.tuned.cache.clear()
+    assert sum(k.startswith(CHOICE_PREFIX) for k in Worker.autotune(types.SimpleNamespace(modules=[module]))) == AUTOTUNE_KEYS
+    module.TIMED_CHOICES = [("route", "swapped")]
+    assert not any(k.startswith(CHOICE_PREFIX) for k in Worker.autotune(types.SimpleNamespace(modules=[module])))
+
+
+def test_the_results_page_lists_the_timed_choices_and_not_the_tuners() -> None:
+    run_ = RunResult.model_validate(json.loads(
+        (REPO_ROOT / "docs/results/h100-runs/bench-w4a16-awq-gemm.json").read_text()))
+    assert "Choices the kernels made by timing" not in suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
+    run_.tasks[0].autotune = {
+        f"{CHOICE_PREFIX}route M=16 N=14336 K=4096": "swapped (split-k 128 us, swapped 101 us)",
+        "_dense_gemm_tuned [1024, 14336, 4096]": "BM: 128, BN: 256",
+    }
+    assert suite_report.timed_choices(run_) == [
+        ("w4a16-awq-gemm", "route M=16 N=14336 K=4096", "swapped (split-k 128 us, swapped 101 us)")]
+    page = suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
+    assert "### Choices the kernels made by timing" in page
+    assert "| w4a16-awq-gemm | route M=16 N=14336 K=4096 | swapped (split-k 128 us, swapped 101 us) |" in page
+    assert "_dense_gemm_tuned" not in page
+
+
+CANDIDATE = '''
+import torch
+import triton
+import triton.language as tl
+
+TIMED_CHOICES = {}
+
+
+@triton.jit
+def _silu_mul_kernel(x_ptr, out_ptr, d, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < d
+    g = tl.load(x_ptr + row * 2 * d + cols, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(x_ptr + row * 2 * d + d + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * d + cols, (g / (1.0 + tl.exp(-g)) * u).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu_and_mul(x):
+    T, d = x.shape[0], x.shape[1] // 2
+    out = torch.empty((T, d), dtype=x.dtype, device=x.device)
+    _silu_mul_kernel[(T,)](x, out, d, BLOCK=triton.next_power_of_2(d))
+    TIMED_CHOICES[f"route T={T} d={d}"] = "one row a program (the only route)"
+    return out
+'''
+
+
+@pytest.mark.interpreter
+def test_a_candidates_timed_choices_come_back_with_its_result(tmp_path: Path) -> None:
+    """Through the real engine: the choice is made in the worker process and crosses to the judge
+    with the check call's answer."""
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(CANDIDATE)
+    result = run([get_task("silu-and-mul")], lambda _t: kernel,
+                 RunOptions(command="check", smoke=True, interpret=True, timeout_s=300))
+    task = result.tasks[0]
+    assert task.status == "correct", task.reason
+    chosen = suite_report.timed_choices(result)
+    assert ("silu-and-mul", "route T=9 d=160", "one row a program (the only route)") in chosen
