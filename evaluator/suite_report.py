@@ -102,6 +102,11 @@ def same_kernel_spread(result: RunResult) -> list[tuple[str, str, float, float, 
     return rows
 
 
+def _cell(text: str) -> str:
+    """Text a kernel reported, safe in one Markdown table cell: no pipes, no line breaks."""
+    return " ".join(text.replace("|", "/").split())
+
+
 def timed_choices(result: RunResult) -> list[tuple[str, str, str]]:
     """(task, what was chosen, the pick) for every ``TIMED_CHOICES`` entry the candidate's worker
     reported (``evaluator.worker.Worker.autotune`` names them ``choice <key>``)."""
@@ -150,7 +155,7 @@ def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...
                   "`TIMED_CHOICES` reported it (docs/bundle-format.md), with the times that decided it. "
                   "Its autotuners' picks per shape are in the JSON (`autotune`).", "",
                   "| task | choice | picked |", "|---|---|---|"]
-        lines += [f"| {s} | {k.replace('|', '/')} | {v.replace('|', '/')} |" for s, k, v in chosen]
+        lines += [f"| {s} | {_cell(k)} | {_cell(v)} |" for s, k, v in chosen]
     spread = same_kernel_spread(result)
     if spread:
         lines += ["", "### The same expert, timed twice, settled apart", "",

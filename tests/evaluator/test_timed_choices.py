@@ -71,6 +71,9 @@ def test_the_results_page_lists_the_timed_choices_and_not_the_tuners() -> None:
     assert "### Choices the kernels made by timing" in page
     assert "| w4a16-awq-gemm | route M=16 N=14336 K=4096 | swapped (split-k 128 us, swapped 101 us) |" in page
     assert "_dense_gemm_tuned" not in page
+    # A kernel's text cannot break the table: pipes and line breaks are flattened.
+    run_.tasks[0].autotune = {f"{CHOICE_PREFIX}a|b": "x\n| y |"}
+    assert "| w4a16-awq-gemm | a/b | x / y / |" in suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
 
 
 #: The silu-and-mul expert (on the CPU, its one fixed launch), wrapped to record a choice.
