@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from evaluator.protocol import CHOICE_PREFIX
 from leaderboard.models import ReferenceRun, ReferenceTiming, Task, Workload
 
 
@@ -52,6 +53,17 @@ class ReferenceRow:
 class ReferenceProfile:
     run: ReferenceRun
     rows: list[ReferenceRow]
+    #: What the expert chose by timing on this card, (what, the pick): its ``TIMED_CHOICES``.
+    choices: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _timed_choices(run: ReferenceRun, slug: str) -> list[tuple[str, str]]:
+    """The expert's reported timed choices for ``slug`` in ``run``'s stored result."""
+    for t in (run.result_json or {}).get("tasks", []):
+        if t.get("slug") == slug:
+            return [(name.removeprefix(CHOICE_PREFIX), str(pick)) for name, pick in (t.get("autotune") or {}).items()
+                    if name.startswith(CHOICE_PREFIX)]
+    return []
 
 
 def reference_times(task: Task) -> list[ReferenceProfile]:
@@ -75,7 +87,7 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
         by_w = grouped.get(run.pk, {})
         rows = [ReferenceRow(workloads[wid], p.get("eager"), p.get("compile"), p.get("expert"))
                 for wid, p in sorted(by_w.items(), key=lambda kv: workloads[kv[0]].position)]
-        out.append(ReferenceProfile(run, rows))
+        out.append(ReferenceProfile(run, rows, _timed_choices(run, task.slug)))
     return out
 
 

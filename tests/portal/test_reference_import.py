@@ -118,6 +118,28 @@ def test_an_h100_run_is_its_own_profile_and_the_site_opens_on_its_own(task_tree,
     assert client.get("/leaderboard/?format=json").json()["hardware"] == "h100"
 
 
+def test_a_task_page_shows_what_the_expert_chose_by_timing(task_tree, client, tmp_path: Path) -> None:
+    """A run whose expert reported ``TIMED_CHOICES`` (the worker names them ``choice <key>``) shows
+    them under that card's table; the autotuners' per-shape picks stay in the JSON."""
+    from django.core.cache import cache
+
+    sync(_tree(task_tree))
+    data = json.loads(RESULT.read_text())
+    silu = next(t for t in data["tasks"] if t["slug"] == "silu-and-mul")
+    silu["autotune"] = {"choice route T=16384 d=14336": "flat order (rows 492 us, flat 470 us)",
+                        "_silu_and_mul_tuned [14336, torch.bfloat16]": "ROWS: 1, BLOCK_D: 2048"}
+    path = tmp_path / "bench-choices.json"
+    path.write_text(json.dumps(data))
+    call_command("import_reference_results", str(path), stdout=StringIO())
+    cache.clear()
+    page = client.get("/tasks/silu-and-mul/").content.decode()
+    assert "What the expert chose by timing on this card" in page
+    assert "<code>route T=16384 d=14336</code>: flat order (rows 492 us, flat 470 us)" in page
+    assert "_silu_and_mul_tuned" not in page
+    other = client.get("/tasks/fused-add-rmsnorm/").content.decode()  # no choices reported: no list
+    assert "What the expert chose by timing" not in other
+
+
 def test_the_leaderboard_reads_every_run_of_a_profile_as_one_suite(task_tree, tmp_path: Path) -> None:
     """The references are benched over several device calls, one imported run each. The board's
     reference rows take each task from the latest run that has it; scoring only the newest run
