@@ -22,6 +22,13 @@ LINE_CAP = 1 << 20  # bytes; a longer line from a worker is a protocol violation
 CHOICE_PREFIX = "choice "
 
 
+def timed_choices_of(autotune: dict[str, str]) -> list[tuple[str, str]]:
+    """(what was chosen, the pick) for each ``TIMED_CHOICES`` entry of a task's ``autotune`` report:
+    the one reading of that report, for the results pages and the site."""
+    return [(name.removeprefix(CHOICE_PREFIX), str(pick)) for name, pick in autotune.items()
+            if name.startswith(CHOICE_PREFIX)]
+
+
 class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evaluator.hardware import HardwareProfile, int8_at_fp8_rate, set_sol
-from evaluator.protocol import CHOICE_PREFIX
+from evaluator.protocol import timed_choices_of
 from evaluator.result import RunResult, TaskResult, WorkloadResult
 from evaluator.score_result import score_task_result
 from evaluator.scoring import geomean
@@ -110,8 +110,7 @@ def _cell(text: str) -> str:
 def timed_choices(result: RunResult) -> list[tuple[str, str, str]]:
     """(task, what was chosen, the pick) for every ``TIMED_CHOICES`` entry the candidate's worker
     reported (``evaluator.worker.Worker.autotune`` names them ``choice <key>``)."""
-    return [(t.slug, name.removeprefix(CHOICE_PREFIX), pick) for t in result.tasks
-            for name, pick in t.autotune.items() if name.startswith(CHOICE_PREFIX)]
+    return [(t.slug, what, pick) for t in result.tasks for what, pick in timed_choices_of(t.autotune)]
 
 
 def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...] = (),

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from evaluator.protocol import CHOICE_PREFIX
+from evaluator.protocol import timed_choices_of
 from leaderboard.models import ReferenceRun, ReferenceTiming, Task, Workload
 
 
@@ -61,8 +61,7 @@ def _timed_choices(run: ReferenceRun, slug: str) -> list[tuple[str, str]]:
     """The expert's reported timed choices for ``slug`` in ``run``'s stored result."""
     for t in (run.result_json or {}).get("tasks", []):
         if t.get("slug") == slug:
-            return [(name.removeprefix(CHOICE_PREFIX), str(pick)) for name, pick in (t.get("autotune") or {}).items()
-                    if name.startswith(CHOICE_PREFIX)]
+            return timed_choices_of(t.get("autotune") or {})
     return []
 
 

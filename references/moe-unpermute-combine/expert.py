@@ -17,7 +17,6 @@ interpreter runs the fixed launch.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
@@ -61,10 +60,8 @@ def _config(H: int) -> tuple[int, int]:
     return block_h, 4 if block_h >= 512 else 2
 
 
-@functools.cache
 def _candidates_of(block_h: int, split: bool, wide: bool) -> list[triton.Config]:
-    """The GPU candidates of one ``_slice_key`` (cached, so the tuner's pruning hands back the
-    very objects listed in ``_GPU_CONFIGS``). Each is there because:
+    """The GPU candidates of one ``_slice_key``. Each is there because:
 
     1. the fixed launch (``_config``), tokens fastest: so the pick is never slower than before
        beyond timing noise;
@@ -98,21 +95,17 @@ def _candidates(H: int, k: int) -> list[triton.Config]:
     return _candidates_of(*_slice_key(H, triton.next_power_of_2(k)))
 
 
-#: Every configuration the tuner may time (H up to 2048 and K_PAD up to 16 reach every
-#: ``_slice_key``); per call the tuner keeps the call's own candidates (``_prune``).
-_GPU_CONFIGS = [c for key in dict.fromkeys(_slice_key(h, kp) for h in range(1, 2049) for kp in (1, 2, 4, 8, 16))
-                for c in _candidates_of(*key)]
+#: One autotuner per candidate list (per ``_slice_key``), built on first use; each tunes per
+#: (H, k) (the dtypes join the key on their own). A call is a pure function of its inputs, so the
+#: timed trials need no restore.
+_TUNED: dict[tuple[int, bool, bool], Callable] = {}
 
 
-def _prune(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    return _candidates(int(named_args["H"]), int(kwargs["K"]))
-
-
-#: Tuned per (H, k) (the dtypes join the key on their own); a call is a pure function of its
-#: inputs, so the timed trials need no restore.
-_moe_combine_tuned = triton.autotune(
-    configs=_GPU_CONFIGS, key=["H", "K"], prune_configs_by={"early_config_prune": _prune},
-)(_moe_combine_kernel)
+def _tuned(H: int, k: int) -> Callable:
+    key = _slice_key(H, triton.next_power_of_2(k))
+    if key not in _TUNED:
+        _TUNED[key] = triton.autotune(configs=_candidates_of(*key), key=["H", "K"])(_moe_combine_kernel)
+    return _TUNED[key]
 
 
 def _grid(T: int, H: int) -> Callable[[dict], tuple[int, ...]]:
@@ -143,5 +136,5 @@ def moe_unpermute_combine(
         meta = {"BLOCK_H": block_h, "COLS_FIRST": 0}
         _moe_combine_kernel[_grid(T, H)(meta)](*args, K=k, K_PAD=triton.next_power_of_2(k), num_warps=warps, **meta)
     else:
-        _moe_combine_tuned[_grid(T, H)](*args, K=k, K_PAD=triton.next_power_of_2(k))
+        _tuned(H, k)[_grid(T, H)](*args, K=k, K_PAD=triton.next_power_of_2(k))
     return out

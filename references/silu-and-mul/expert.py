@@ -16,7 +16,6 @@ programs reading a whole row apart), the elements a thread holds, or the tile (1
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
@@ -75,10 +74,8 @@ def _tile_key(d: int) -> tuple[int, int]:
     return block_d, (full if block_d < full <= 1024 else 0)
 
 
-@functools.cache
 def _candidates_of(block_d: int, full: int) -> list[triton.Config]:
-    """The GPU candidates of one ``_tile_key`` (cached, so the tuner's pruning hands back the
-    very objects listed in ``_GPU_CONFIGS``). Each is there because:
+    """The GPU candidates of one ``_tile_key``. Each is there because:
 
     1. the fixed launch (``_launch_config``), row blocks fastest: so the pick is never slower
        than before beyond timing noise;
@@ -105,21 +102,17 @@ def _candidates(d: int) -> list[triton.Config]:
     return _candidates_of(*_tile_key(d))
 
 
-#: Every configuration the tuner may time (every d up to 2048 covers every ``_tile_key``: above
-#: it the column block is a power of two that d = the block itself reaches). Per call the tuner
-#: keeps the call's own candidates (``_prune``).
-_GPU_CONFIGS = [c for key in dict.fromkeys(map(_tile_key, range(1, 2049))) for c in _candidates_of(*key)]
+#: One autotuner per candidate list (per ``_tile_key``), built on first use; each tunes per d
+#: (the dtype joins the key on its own). A call is a pure function of x, so the timed trials need
+#: no restore.
+_TUNED: dict[tuple[int, int], Callable] = {}
 
 
-def _prune(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    return _candidates(int(named_args["d"]))
-
-
-#: Tuned per d (the dtype joins the key on its own); a call is a pure function of x, so the timed
-#: trials need no restore.
-_silu_and_mul_tuned = triton.autotune(
-    configs=_GPU_CONFIGS, key=["d"], prune_configs_by={"early_config_prune": _prune},
-)(_silu_and_mul_fwd_kernel)
+def _tuned(d: int) -> Callable:
+    key = _tile_key(d)
+    if key not in _TUNED:
+        _TUNED[key] = triton.autotune(configs=_candidates_of(*key), key=["d"])(_silu_and_mul_fwd_kernel)
+    return _TUNED[key]
 
 
 def _grid(T: int, d: int) -> Callable[[dict], tuple[int, ...]]:
@@ -148,5 +141,5 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
         meta = {"ROWS": rows, "BLOCK_D": block_d, "COLS_FIRST": 0}
         _silu_and_mul_fwd_kernel[_grid(T, d)(meta)](*args, num_warps=num_warps, **meta)
     else:
-        _silu_and_mul_tuned[_grid(T, d)](*args)
+        _tuned(d)[_grid(T, d)](*args)
     return out
