@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks import python_ast
+
 SUSPICIOUS_MODULES = {
     "subprocess": "starts processes", "socket": "opens network connections", "ctypes": "calls native code",
     "threading": "runs threads outside the timed region", "multiprocessing": "starts processes",
@@ -81,7 +83,7 @@ def _import_aliases(tree: ast.AST) -> dict[str, str]:
 def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), file: str = "") -> list[ScanFinding]:
     """Findings for one Python file's text; ``file`` is copied into each finding."""
     try:
-        tree = ast.parse(source)
+        tree = python_ast.parse(source)
     except SyntaxError as exc:
         return [ScanFinding("syntax", f"does not parse: {exc.msg}", exc.lineno, file)]
     findings: list[ScanFinding] = []

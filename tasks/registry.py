@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tasks import formula
+from tasks import formula, python_ast
 from tasks.spec import DTYPE_SIZES, TaskSpec, TensorArg, Workload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +173,7 @@ def _python_defs(path: Path, root: Path, problems: list[Problem]) -> tuple[set[s
         problems.append(Problem(rel, "", "file is missing"))
         return None
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        tree = python_ast.parse(path.read_text(encoding="utf-8"), filename=rel)
     except (SyntaxError, UnicodeDecodeError) as exc:
         problems.append(Problem(rel, f"line {getattr(exc, 'lineno', '?')}", f"does not parse: {exc}"))
         return None

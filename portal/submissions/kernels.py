@@ -9,10 +9,9 @@ than a moderator's rejection after an hour of GPU time.
 
 from __future__ import annotations
 
-import ast
-
 from evaluator.static_scan import scan_source
 from portal.submissions.problems import Problem
+from tasks import python_ast
 
 
 def check_kernel(path: str, data: bytes, *, max_bytes: int, forbidden: list[str]) -> tuple[str, list[Problem]]:
@@ -24,7 +23,7 @@ def check_kernel(path: str, data: bytes, *, max_bytes: int, forbidden: list[str]
     except UnicodeDecodeError as exc:
         return "", [Problem(path, "encoding", f"is not UTF-8 (byte {exc.start})")]
     try:
-        ast.parse(source, filename=path)
+        python_ast.parse(source, filename=path)
         findings = scan_source(source, tuple(forbidden))
     except SyntaxError as exc:
         where = f"line {exc.lineno}: " if exc.lineno else ""
