@@ -3,13 +3,21 @@
 Per row:
 
 1. Stream the row once for its max M and softmax normalizer Z (online, per lane).
-2. Stream it again into a 256-bucket histogram of (M - logit) in steps of 1/8 (shared-memory
-   histogram). From the counts alone this gives a safe lower bound L on the final threshold: with
-   top-k on, the first bucket whose cumulative count reaches k (the whole top-k set lies above
-   it); with top-p only, the first bucket below which an upper bound of the remaining mass (each
-   token counted at its bucket's largest possible probability) is at most (1 - p) Z.
+2. Stream it again into a 256-bucket histogram of (A - logit) in steps of 1/8 (shared-memory
+   histogram), below an anchor A; everything above A - 1/8 lands in the first bucket. From the
+   counts alone this gives a safe lower bound L on the final threshold: with top-k on, the first
+   bucket whose cumulative count reaches k (the whole top-k set lies above it); with top-p only,
+   the first bucket below which an upper bound of the remaining mass (each token counted at its
+   bucket's largest possible probability, never above M) is at most (1 - p) Z.
 3. Stream it a third time (mostly from L2) and compact the (value, index) pairs above L, in index
    order, into a per-row scratch: typically a few hundred to a few thousand survivors.
+
+Two routes differ in the anchor. The three-pass route anchors at M, so passes 1 and 2 are
+separate sweeps. The two-pass route anchors at the max of the row's first block, known before
+the row is streamed, so the histogram is built in pass 1's sweep and the row is read twice, not
+three times; the bound is as safe (the buckets still fall monotonically with the logit, and the
+first bucket's tokens are bounded by M), only looser when many tokens lie above the first block's
+max. Which route is faster is timed per shape on the GPU.
 4. On the survivors only: the exact k-th largest value by a 16-way search over the
    order-preserving integer image of the float bits (ties are kept because the test is >=), the top-k mass, then
    the exact top-p threshold by the same search driven by exp-mass sums, and finally the race
@@ -70,6 +78,19 @@ def _stream(row, start, offs, V, other, held, BLOCK: tl.constexpr, PREFETCH: tl.
 
 
 @triton.jit
+def _bucket(a, x, NB: tl.constexpr, INV_W: tl.constexpr):
+    """Histogram bucket of ``x`` below the anchor ``a``: 0 for anything above a - 1/INV_W (above
+    ``a`` too), NB - 1 for the tail. Monotone in ``x``, which is what makes the bound safe."""
+    return tl.minimum(tl.maximum((a - x) * INV_W, 0.0), NB - 1.0).to(tl.int32)
+
+
+@triton.jit
+def _anchor(lrow, offs, V):
+    """The two-pass route's anchor: the max of the row's first block, read before the row is streamed."""
+    return tl.max(tl.load(lrow + offs, mask=offs < V, other=-1e30), axis=0)
+
+
+@triton.jit
 def _slice_stats(lrow, lo, hi, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
     """Max and softmax normalizer of ``lrow[lo:hi]``, online per lane. With PREFETCH, every
     streaming pass requests the next block before it uses the current one (two in flight)."""
@@ -88,32 +109,51 @@ def _slice_stats(lrow, lo, hi, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, P
 
 
 @triton.jit
-def _slice_hist(lrow, lo, hi, m, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr,
+def _slice_stats_hist(lrow, lo, hi, a, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr,
+                      INV_W: tl.constexpr, PREFETCH: tl.constexpr):
+    """The two-pass route's first sweep: max, normalizer and the histogram below the anchor ``a``
+    of ``lrow[lo:hi]``, from one read of each block."""
+    m_vec = tl.full((BLOCK,), -1e30, tl.float32)
+    z_vec = tl.zeros((BLOCK,), tl.float32)
+    hist = tl.zeros((NB,), tl.int32)
+    x_next = _first_block(lrow + lo, offs, hi - lo, -1e30, PREFETCH)
+    for i in range(NSTEP):
+        start = lo + i * BLOCK
+        mask = start + offs < hi
+        x, x_next = _stream(lrow, start, offs, hi, -1e30, x_next, BLOCK, PREFETCH)
+        hist += tl.histogram(_bucket(a, x, NB, INV_W), NB, mask=mask)
+        m_new = tl.maximum(m_vec, x)
+        z_vec = z_vec * tl.exp2((m_vec - m_new) * LOG2E) + tl.where(mask, tl.exp2((x - m_new) * LOG2E), 0.0)
+        m_vec = m_new
+    m = tl.max(m_vec, axis=0)
+    return m, tl.sum(z_vec * tl.exp2((m_vec - m) * LOG2E), axis=0), hist
+
+
+@triton.jit
+def _slice_hist(lrow, lo, hi, a, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr,
                 INV_W: tl.constexpr, PREFETCH: tl.constexpr):
-    """Histogram of (M - logit) over ``lrow[lo:hi]`` in buckets of width 1/INV_W; the last bucket
-    catches the tail."""
+    """The three-pass route's second sweep: the histogram of ``lrow[lo:hi]`` below the anchor ``a``
+    (there the row's max)."""
     hist = tl.zeros((NB,), tl.int32)
     x_next = _first_block(lrow + lo, offs, hi - lo, 0.0, PREFETCH)
     for i in range(NSTEP):
         start = lo + i * BLOCK
         x, x_next = _stream(lrow, start, offs, hi, 0.0, x_next, BLOCK, PREFETCH)
-        b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
-        hist += tl.histogram(b, NB, mask=start + offs < hi)
+        hist += tl.histogram(_bucket(a, x, NB, INV_W), NB, mask=start + offs < hi)
     return hist
 
 
 @triton.jit
-def _slice_compact(lrow, lo, hi, m, jl, cbase_v, cbase_i, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr,
+def _slice_compact(lrow, lo, hi, a, jl, cbase_v, cbase_i, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr,
                    NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr):
-    """Write the (value, index) pairs of ``lrow[lo:hi]`` at or above bucket ``jl``, in index order,
-    from ``cbase_v``/``cbase_i`` on; returns how many."""
+    """Write the (value, index) pairs of ``lrow[lo:hi]`` in bucket ``jl`` or above (buckets below
+    the anchor ``a``), in index order, from ``cbase_v``/``cbase_i`` on; returns how many."""
     n_c = 0
     x_next = _first_block(lrow + lo, offs, hi - lo, 0.0, PREFETCH)
     for i in range(NSTEP):
         start = lo + i * BLOCK
         x, x_next = _stream(lrow, start, offs, hi, 0.0, x_next, BLOCK, PREFETCH)
-        b = tl.minimum((m - x) * INV_W, NB - 1.0).to(tl.int32)
-        sel = (start + offs < hi) & (b <= jl)
+        sel = (start + offs < hi) & (_bucket(a, x, NB, INV_W) <= jl)
         pos = n_c + tl.cumsum(sel.to(tl.int32), axis=0) - 1
         tl.store(cbase_v + pos, x, mask=sel)
         tl.store(cbase_i + pos, start + offs, mask=sel)
@@ -138,15 +178,18 @@ def _race_row(lrow, qrow, offs, V, NSTEP: tl.constexpr, BLOCK: tl.constexpr, PRE
 
 
 @triton.jit
-def _bound(hist, kk, pp, z, topk_on, NB: tl.constexpr, INV_W: tl.constexpr):
+def _bound(hist, kk, pp, z, topk_on, d, NB: tl.constexpr, INV_W: tl.constexpr):
     """The histogram's safe lower bound on the final threshold, as a bucket index: with top-k on,
     the first bucket whose cumulative count reaches k; with top-p only, the first bucket below which
-    an upper bound of the remaining mass is at most (1 - p) Z."""
+    an upper bound of the remaining mass is at most (1 - p) Z. ``d`` = M - A >= 0, the row's max
+    above the histogram's anchor (0 on the three-pass route)."""
     j = tl.arange(0, NB)
     cum = tl.cumsum(hist, axis=0)
     jk = tl.min(tl.where(cum >= kk, j, NB - 1), axis=0)
-    # Upper bound of each bucket's mass: its tokens at the bucket's top edge.
-    ub = hist.to(tl.float32) * tl.exp2(-(j.to(tl.float32) / INV_W) * LOG2E)
+    # Upper bound of each bucket's mass relative to M: its tokens at the bucket's top edge,
+    # A - j / INV_W. (Not true of the first bucket, which reaches M, but a bucket's own bound
+    # never enters its tail below.)
+    ub = hist.to(tl.float32) * tl.exp2(-(j.to(tl.float32) / INV_W + d) * LOG2E)
     tail = tl.cumsum(ub, axis=0, reverse=True) - ub  # bound on the mass strictly below bucket j
     jp = tl.min(tl.where(tail <= (1.0 - pp) * z, j, NB - 1), axis=0)
     return tl.where(topk_on, jk, jp)
@@ -235,7 +278,7 @@ def _topk_topp_sample_fwd_kernel(
     logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, cand_v_ptr, cand_i_ptr,
     stride_l, stride_q, B,  # B: rows, only for the autotuner's key (resident programs per SM)
     V: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr, CB: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, TWO_PASS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     kk = tl.load(k_ptr + row)
@@ -248,12 +291,17 @@ def _topk_topp_sample_fwd_kernel(
     NSTEP: tl.constexpr = (V + BLOCK - 1) // BLOCK
     if topk_on | topp_on:
         # 1. max and normalizer; 2. histogram and the bound; 3. compaction of its survivors.
-        m, z = _slice_stats(lrow, 0, V, offs, NSTEP, BLOCK, PREFETCH)
-        hist = _slice_hist(lrow, 0, V, m, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
-        jl = _bound(hist, kk, pp, z, topk_on, NB, INV_W)
+        if TWO_PASS:  # the histogram in the same sweep, below the first block's max
+            a = _anchor(lrow, offs, V)
+            m, z, hist = _slice_stats_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+        else:
+            m, z = _slice_stats(lrow, 0, V, offs, NSTEP, BLOCK, PREFETCH)
+            a = m
+            hist = _slice_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+        jl = _bound(hist, kk, pp, z, topk_on, m - a, NB, INV_W)
         cbase_v = cand_v_ptr + row * V
         cbase_i = cand_i_ptr + row * V
-        n_c = _slice_compact(lrow, 0, V, m, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+        n_c = _slice_compact(lrow, 0, V, a, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
         best, best_i = _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB)
     else:
         best_i = _race_row(lrow, qrow, offs, V, NSTEP, BLOCK, PREFETCH)
@@ -271,15 +319,23 @@ def _row_stats(stats_ptr, row, S: tl.constexpr, SP: tl.constexpr):
 
 
 @triton.jit
-def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, stride_l, V: tl.constexpr, L: tl.constexpr,
-                        S: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
-    """Split path, pass 1, one program per (row, slice of L tokens): the slice's max and normalizer."""
+def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l, V: tl.constexpr, L: tl.constexpr,
+                        S: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr,
+                        PREFETCH: tl.constexpr, TWO_PASS: tl.constexpr):
+    """Split path, pass 1, one program per (row, slice of L tokens): the slice's max and normalizer,
+    and on the two-pass route its histogram below the row's anchor, from the same sweep."""
     row = tl.program_id(0).to(tl.int64)
     sl = tl.program_id(1)
     if (tl.load(k_ptr + row) < V) | (tl.load(p_ptr + row) < 1.0):  # unfiltered rows: the race only
         lo = sl * L
-        m, z = _slice_stats(logits_ptr + row * stride_l, lo, tl.minimum(lo + L, V), tl.arange(0, BLOCK), L // BLOCK,
-                            BLOCK, PREFETCH)
+        lrow = logits_ptr + row * stride_l
+        offs = tl.arange(0, BLOCK)
+        if TWO_PASS:
+            m, z, hist = _slice_stats_hist(lrow, lo, tl.minimum(lo + L, V), _anchor(lrow, offs, V), offs, L // BLOCK,
+                                           BLOCK, NB, INV_W, PREFETCH)
+            tl.store(hist_ptr + (row * S + sl) * NB + tl.arange(0, NB), hist)
+        else:
+            m, z = _slice_stats(lrow, lo, tl.minimum(lo + L, V), offs, L // BLOCK, BLOCK, PREFETCH)
         tl.store(stats_ptr + (row * S + sl) * 2, m)
         tl.store(stats_ptr + (row * S + sl) * 2 + 1, z)
 
@@ -288,7 +344,7 @@ def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, stride_l, V: tl.con
 def _split_hist_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l, V: tl.constexpr, L: tl.constexpr,
                        S: tl.constexpr, SP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr,
                        PREFETCH: tl.constexpr):
-    """Split path, pass 2: the slice's histogram, against the whole row's max."""
+    """Split path, pass 2 of the three-pass route: the slice's histogram below the whole row's max."""
     row = tl.program_id(0).to(tl.int64)
     sl = tl.program_id(1)
     if (tl.load(k_ptr + row) < V) | (tl.load(p_ptr + row) < 1.0):
@@ -302,9 +358,9 @@ def _split_hist_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l, 
 @triton.jit
 def _split_compact_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, cand_v_ptr, cand_i_ptr, count_ptr, stride_l,
                           V: tl.constexpr, L: tl.constexpr, S: tl.constexpr, SP: tl.constexpr, BLOCK: tl.constexpr,
-                          NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr):
-    """Split path, pass 3: the row's bound from the summed histograms, then the slice's survivors,
-    compacted in index order into the slice's own segment of the row's scratch."""
+                          NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr, TWO_PASS: tl.constexpr):
+    """Split path, last streaming pass: the row's bound from the summed histograms, then the slice's
+    survivors, compacted in index order into the slice's own segment of the row's scratch."""
     row = tl.program_id(0).to(tl.int64)
     sl = tl.program_id(1)
     kk = tl.load(k_ptr + row)
@@ -315,11 +371,17 @@ def _split_compact_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, cand_v_
         ss = tl.arange(0, SP)
         j = tl.arange(0, NB)
         hists = tl.load(hist_ptr + (row * S + ss)[:, None] * NB + j[None, :], mask=(ss < S)[:, None], other=0)
-        jl = _bound(tl.sum(hists, axis=0), kk, pp, z, topk_on, NB, INV_W)
+        lrow = logits_ptr + row * stride_l
+        offs = tl.arange(0, BLOCK)
+        if TWO_PASS:  # noqa: SIM108 (a constexpr branch)
+            a = _anchor(lrow, offs, V)
+        else:
+            a = m
+        jl = _bound(tl.sum(hists, axis=0), kk, pp, z, topk_on, m - a, NB, INV_W)
         lo = sl * L
         seg = row * V + lo
-        n = _slice_compact(logits_ptr + row * stride_l, lo, tl.minimum(lo + L, V), m, jl, cand_v_ptr + seg,
-                           cand_i_ptr + seg, tl.arange(0, BLOCK), L // BLOCK, BLOCK, NB, INV_W, PREFETCH)
+        n = _slice_compact(lrow, lo, tl.minimum(lo + L, V), a, jl, cand_v_ptr + seg, cand_i_ptr + seg, offs,
+                           L // BLOCK, BLOCK, NB, INV_W, PREFETCH)
         tl.store(count_ptr + row * S + sl, n)
 
 
@@ -376,15 +438,18 @@ BLOCK, NUM_WARPS, NB, INV_W, CB = 4096, 16, 256, 8.0, 512
 #: PREFETCH (the next block requested before the current one is used) doubles the bytes in flight
 #: again, at up to 35 more registers: on sm_90 it fits the 16-warp 4096 tile (112 registers) and the
 #: 4-warp 2048 one (122-161) without spills, while the 8-warp and 8192-wide tiles spill with it
-#: (scripts/preflight_sm90.py), so those two run without it.
-_GPU_CONFIGS = [
-    triton.Config({"BLOCK": 4096, "PREFETCH": 0}, num_warps=16),
-    triton.Config({"BLOCK": 8192, "PREFETCH": 0}, num_warps=16),
-    triton.Config({"BLOCK": 4096, "PREFETCH": 0}, num_warps=8),
-    triton.Config({"BLOCK": 2048, "PREFETCH": 0}, num_warps=4),
-    triton.Config({"BLOCK": 4096, "PREFETCH": 1}, num_warps=16),
-    triton.Config({"BLOCK": 2048, "PREFETCH": 1}, num_warps=4),
+#: (scripts/preflight_sm90.py), so those two run without it. Each tile runs on both routes
+#: (TWO_PASS): the two-pass sweep holds the histogram beside the max and normalizer, so which
+#: route's reads are fewer and which one's registers allow more in flight is left to the timing.
+_TILES = [
+    ({"BLOCK": 4096, "PREFETCH": 0}, 16),
+    ({"BLOCK": 8192, "PREFETCH": 0}, 16),
+    ({"BLOCK": 4096, "PREFETCH": 0}, 8),
+    ({"BLOCK": 2048, "PREFETCH": 0}, 4),
+    ({"BLOCK": 4096, "PREFETCH": 1}, 16),
+    ({"BLOCK": 2048, "PREFETCH": 1}, 4),
 ]
+_GPU_CONFIGS = [triton.Config({**tile, "TWO_PASS": two}, num_warps=warps) for two in (0, 1) for tile, warps in _TILES]
 _topk_topp_sample_tuned = triton.autotune(configs=_GPU_CONFIGS, key=["V", "B"])(_topk_topp_sample_fwd_kernel)
 
 
@@ -398,6 +463,13 @@ SPLIT_BELOW, SPLIT_TARGET, MAX_SPLITS = 4, 8, 8
 SPLIT_BLOCK, SPLIT_WARPS = 2048, 4
 #: The interpreter's split block: small, so the smoke rows are cut into several slices.
 SPLIT_BLOCK_CPU = 512
+
+#: Per (rows, V, slices, device): the split path's route the first call timed faster.
+_ROUTE_PICK: dict[tuple, str] = {}
+#: What the timed choices above picked, with the times that decided them; the engine reports a
+#: module-level ``TIMED_CHOICES`` with each result (docs/bundle-format.md). The fused kernel's
+#: route is a tuning parameter of its autotuner, which the engine reports by itself.
+TIMED_CHOICES: dict[str, str] = {}
 
 
 def _slices(V: int, want: int, block: int) -> tuple[int, int]:
@@ -413,10 +485,45 @@ def _splits(B: int, V: int, sms: int, block: int) -> tuple[int, int]:
     return _slices(V, min(MAX_SPLITS, triton.cdiv(SPLIT_TARGET * sms, B)), block)
 
 
+def _pick_route(routes: dict, key: tuple):
+    """The route of ``routes`` that the first call of this shape timed fastest (each once warmed:
+    compiled outside the timing), remembered in ``_ROUTE_PICK``. Every route writes all of its
+    outputs and scratch from the inputs alone, so the trials need no restoring."""
+    if key not in _ROUTE_PICK:
+        from triton.testing import do_bench
+
+        for run in routes.values():
+            run()
+        times = {r: do_bench(run, warmup=5, rep=30) for r, run in routes.items()}
+        _ROUTE_PICK[key] = min(times, key=times.get)
+        TIMED_CHOICES["split route B={} V={} slices={}".format(*key[:3])] = (
+            f"{_ROUTE_PICK[key]} (" + ", ".join(f"{r} {ms * 1e3:.0f} us" for r, ms in times.items()) + ")")
+    return routes[_ROUTE_PICK[key]]
+
+
+def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblock: int, two_pass: bool) -> None:
+    """The split path: the streaming passes over (row, slice), then one program per row."""
+    B, V = logits.shape
+    sp = triton.next_power_of_2(n_split)
+    stats = torch.empty(B * n_split * 2, dtype=torch.float32, device=logits.device)
+    hist = torch.empty(B * n_split * NB, dtype=torch.int32, device=logits.device)
+    count = torch.empty(B * n_split, dtype=torch.int32, device=logits.device)
+    meta = {"V": V, "L": length, "S": n_split, "BLOCK": sblock, "PREFETCH": 1, "num_warps": SPLIT_WARPS}
+    _split_stats_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), NB=NB, INV_W=INV_W,
+                                      TWO_PASS=two_pass, **meta)
+    if not two_pass:
+        _split_hist_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), SP=sp, NB=NB, INV_W=INV_W, **meta)
+    _split_compact_kernel[(B, n_split)](logits, k, p, stats, hist, cand_v, cand_i, count, logits.stride(0), SP=sp,
+                                        NB=NB, INV_W=INV_W, TWO_PASS=two_pass, **meta)
+    _split_pick_kernel[(B,)](logits, k, p, q, ids, stats, cand_v, cand_i, count, logits.stride(0), q.stride(0),
+                             SP=sp, CB=CB, **meta)
+
+
 def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor,
-            splits: int | None = None) -> torch.Tensor:
+            splits: int | None = None, two_pass: bool | None = None) -> torch.Tensor:
     """The expert, with the path forced for tests: ``splits`` = 1 the fused kernel, None the
-    choice by the row count, another number that many slices where the row allows."""
+    choice by the row count, another number that many slices where the row allows; ``two_pass``
+    the route (None: timed on the GPU, two-pass in the interpreter)."""
     B, V = logits.shape
     if logits.stride(1) != 1 or q.stride(1) != 1:
         raise ValueError("rows of logits and q must be contiguous")
@@ -431,23 +538,19 @@ def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Ten
     if splits is not None:
         n_split, length = (1, V) if splits == 1 else _slices(V, splits, sblock)
     if n_split > 1:
-        sp = triton.next_power_of_2(n_split)
-        stats = torch.empty(B * n_split * 2, dtype=torch.float32, device=logits.device)
-        hist = torch.empty(B * n_split * NB, dtype=torch.int32, device=logits.device)
-        count = torch.empty(B * n_split, dtype=torch.int32, device=logits.device)
-        meta = {"V": V, "L": length, "S": n_split, "BLOCK": sblock, "PREFETCH": 1, "num_warps": SPLIT_WARPS}
-        _split_stats_kernel[(B, n_split)](logits, k, p, stats, logits.stride(0), **meta)
-        _split_hist_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), SP=sp, NB=NB, INV_W=INV_W, **meta)
-        _split_compact_kernel[(B, n_split)](logits, k, p, stats, hist, cand_v, cand_i, count, logits.stride(0), SP=sp,
-                                            NB=NB, INV_W=INV_W, **meta)
-        _split_pick_kernel[(B,)](logits, k, p, q, ids, stats, cand_v, cand_i, count, logits.stride(0), q.stride(0),
-                                 SP=sp, CB=CB, **meta)
+        split_args = (logits, k, p, q, ids, cand_v, cand_i, n_split, length, sblock)
+        if two_pass is None and not cpu:
+            _pick_route({"three-pass": lambda: _split(*split_args, two_pass=False),
+                         "two-pass": lambda: _split(*split_args, two_pass=True)},
+                        (B, V, n_split, logits.device))()
+        else:
+            _split(*split_args, two_pass=two_pass is not False)
         return ids
     args = (logits, k, p, q, ids, cand_v, cand_i, logits.stride(0), q.stride(0), B)
     block = min(BLOCK, triton.next_power_of_2(V))
-    if cpu or block < BLOCK:  # the interpreter, or rows shorter than a tile
+    if cpu or block < BLOCK or two_pass is not None:  # the interpreter, short rows, or a forced route
         _topk_topp_sample_fwd_kernel[(B,)](
-            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, PREFETCH=1,
+            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, PREFETCH=1, TWO_PASS=two_pass is not False,
             num_warps=NUM_WARPS if block >= 4096 else 4,
         )
     else:
