@@ -151,6 +151,13 @@ def _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv):
 
 
 @triton.jit
+def _beta_blocks(beta_ptr, t0, clen, HV, hv):
+    """β of a chunk per 16-row block."""
+    return (_vec(beta_ptr, t0, 0, clen, HV, hv, 16), _vec(beta_ptr, t0, 16, clen, HV, hv, 16),
+            _vec(beta_ptr, t0, 32, clen, HV, hv, 16), _vec(beta_ptr, t0, 48, clen, HV, hv, 16))
+
+
+@triton.jit
 def _inverse_blocks(kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3):
     """The lower 16 x 16 blocks of T = (I + A)⁻¹, A the decayed, β-scaled strictly lower K̂·K̂ᵀ:
     diagonal blocks inverted directly, the rest by block forward substitution."""
@@ -214,10 +221,7 @@ def _gdr_wy_fwd_kernel(
         for rep in tl.static_range(REP):
             hv = h * REP + rep
             g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
-            b0 = _vec(beta_ptr, t0, 0, clen, HV, hv, 16)
-            b1 = _vec(beta_ptr, t0, 16, clen, HV, hv, 16)
-            b2 = _vec(beta_ptr, t0, 32, clen, HV, hv, 16)
-            b3 = _vec(beta_ptr, t0, 48, clen, HV, hv, 16)
+            b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
             t00, t10, t11, t20, t21, t22, t30, t31, t32, t33 = _inverse_blocks(
                 kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3)
             # W = T (β e^Γ K), U = T (β V).
@@ -294,10 +298,7 @@ def _gdr_wy64_fwd_kernel(
         kk32 = _load_block(tb, 48, 32, C)
         kk33 = _load_block(tb, 48, 48, C)
         g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
-        b0 = _vec(beta_ptr, t0, 0, clen, HV, hv, 16)
-        b1 = _vec(beta_ptr, t0, 16, clen, HV, hv, 16)
-        b2 = _vec(beta_ptr, t0, 32, clen, HV, hv, 16)
-        b3 = _vec(beta_ptr, t0, 48, clen, HV, hv, 16)
+        b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
         t00, t10, t11, t20, t21, t22, t30, t31, t32, t33 = _inverse_blocks(
             kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3)
         tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks overwrite it

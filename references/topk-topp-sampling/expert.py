@@ -91,28 +91,12 @@ def _anchor(lrow, offs, V):
 
 
 @triton.jit
-def _slice_stats(lrow, lo, hi, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr):
-    """Max and softmax normalizer of ``lrow[lo:hi]``, online per lane. With PREFETCH, every
-    streaming pass requests the next block before it uses the current one (two in flight)."""
-    m_vec = tl.full((BLOCK,), -1e30, tl.float32)
-    z_vec = tl.zeros((BLOCK,), tl.float32)
-    x_next = _first_block(lrow + lo, offs, hi - lo, -1e30, PREFETCH)
-    for i in range(NSTEP):
-        start = lo + i * BLOCK
-        mask = start + offs < hi
-        x, x_next = _stream(lrow, start, offs, hi, -1e30, x_next, BLOCK, PREFETCH)
-        m_new = tl.maximum(m_vec, x)
-        z_vec = z_vec * tl.exp2((m_vec - m_new) * LOG2E) + tl.where(mask, tl.exp2((x - m_new) * LOG2E), 0.0)
-        m_vec = m_new
-    m = tl.max(m_vec, axis=0)
-    return m, tl.sum(z_vec * tl.exp2((m_vec - m) * LOG2E), axis=0)
-
-
-@triton.jit
-def _slice_stats_hist(lrow, lo, hi, a, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr,
-                      INV_W: tl.constexpr, PREFETCH: tl.constexpr):
-    """The two-pass route's first sweep: max, normalizer and the histogram below the anchor ``a``
-    of ``lrow[lo:hi]``, from one read of each block."""
+def _slice_stats(lrow, lo, hi, a, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr,
+                 INV_W: tl.constexpr, PREFETCH: tl.constexpr, HIST: tl.constexpr):
+    """Max and softmax normalizer of ``lrow[lo:hi]``, online per lane, and with HIST (the two-pass
+    route) the histogram below the anchor ``a`` from the same read of each block (zeros without).
+    With PREFETCH, every streaming pass requests the next block before it uses the current one
+    (two in flight)."""
     m_vec = tl.full((BLOCK,), -1e30, tl.float32)
     z_vec = tl.zeros((BLOCK,), tl.float32)
     hist = tl.zeros((NB,), tl.int32)
@@ -121,7 +105,8 @@ def _slice_stats_hist(lrow, lo, hi, a, offs, NSTEP: tl.constexpr, BLOCK: tl.cons
         start = lo + i * BLOCK
         mask = start + offs < hi
         x, x_next = _stream(lrow, start, offs, hi, -1e30, x_next, BLOCK, PREFETCH)
-        hist += tl.histogram(_bucket(a, x, NB, INV_W), NB, mask=mask)
+        if HIST:
+            hist += tl.histogram(_bucket(a, x, NB, INV_W), NB, mask=mask)
         m_new = tl.maximum(m_vec, x)
         z_vec = z_vec * tl.exp2((m_vec - m_new) * LOG2E) + tl.where(mask, tl.exp2((x - m_new) * LOG2E), 0.0)
         m_vec = m_new
@@ -293,9 +278,9 @@ def _topk_topp_sample_fwd_kernel(
         # 1. max and normalizer; 2. histogram and the bound; 3. compaction of its survivors.
         if TWO_PASS:  # the histogram in the same sweep, below the first block's max
             a = _anchor(lrow, offs, V)
-            m, z, hist = _slice_stats_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+            m, z, hist = _slice_stats(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, True)
         else:
-            m, z = _slice_stats(lrow, 0, V, offs, NSTEP, BLOCK, PREFETCH)
+            m, z, _none = _slice_stats(lrow, 0, V, 0.0, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, False)
             a = m
             hist = _slice_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
         jl = _bound(hist, kk, pp, z, topk_on, m - a, NB, INV_W)
@@ -330,12 +315,11 @@ def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l,
         lo = sl * L
         lrow = logits_ptr + row * stride_l
         offs = tl.arange(0, BLOCK)
+        a = _anchor(lrow, offs, V) if TWO_PASS else 0.0
+        m, z, hist = _slice_stats(lrow, lo, tl.minimum(lo + L, V), a, offs, L // BLOCK, BLOCK, NB, INV_W, PREFETCH,
+                                  TWO_PASS)
         if TWO_PASS:
-            m, z, hist = _slice_stats_hist(lrow, lo, tl.minimum(lo + L, V), _anchor(lrow, offs, V), offs, L // BLOCK,
-                                           BLOCK, NB, INV_W, PREFETCH)
             tl.store(hist_ptr + (row * S + sl) * NB + tl.arange(0, NB), hist)
-        else:
-            m, z = _slice_stats(lrow, lo, tl.minimum(lo + L, V), offs, L // BLOCK, BLOCK, PREFETCH)
         tl.store(stats_ptr + (row * S + sl) * 2, m)
         tl.store(stats_ptr + (row * S + sl) * 2 + 1, z)
 
