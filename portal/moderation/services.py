@@ -18,8 +18,9 @@ def do_moderate(submission: Submission, *, moderator: AbstractBaseUser, decision
                 hardware: str | None = None) -> ModerationDecision:
     """Approve (publish), reject (with a reason the team reads), request a re-run, or cancel.
 
-    Approve and reject apply to an ``evaluated`` submission's current attempt; a re-run may be
-    asked of any finished submission; a cancel stops a queued or running one. Raises :class:`PermissionDenied` for a non-moderator and
+    Approve and reject apply to an ``evaluated`` submission's current attempt, and reject also
+    takes a ``published`` one down (off the board and the public pages); a re-run may be asked of
+    any finished submission; a cancel stops a queued or running one. Raises :class:`PermissionDenied` for a non-moderator and
     :class:`~portal.submissions.actions.InvalidTransition` for a move the state machine refuses.
     """
     if not is_moderator(moderator):

@@ -84,6 +84,7 @@ def remove_scores(submission: Submission) -> None:
     SubmissionScore.objects.filter(submission=submission).delete()
     TaskScore.objects.filter(submission=submission).delete()
     _refresh_latest(group)
+    transaction.on_commit(new_board_generation)
 
 
 def new_board_generation() -> None:

@@ -31,7 +31,7 @@ from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.models import Task
 from portal.audit.services import audit_record
 from portal.scores.models import JudgeScore
-from portal.scores.services import record_scores
+from portal.scores.services import record_scores, remove_scores
 from portal.scores.tasks import queue_judging
 from portal.submissions.constants import (
     ATTEMPT_FINAL_STATUSES,
@@ -62,7 +62,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.ERROR}),
     S.RUNNING: frozenset({S.EVALUATED, S.FAILED, S.ERROR, S.QUEUED, S.CANCELLED}),
     S.EVALUATED: frozenset({S.PUBLISHED, S.REJECTED, S.QUEUED, S.CANCELLED}),
-    S.PUBLISHED: frozenset({S.QUEUED}),
+    S.PUBLISHED: frozenset({S.QUEUED, S.REJECTED}),  # rejected: taken down by a moderator
     S.REJECTED: frozenset({S.QUEUED}),
     S.FAILED: frozenset({S.QUEUED}),
     S.ERROR: frozenset({S.QUEUED}),
@@ -269,10 +269,23 @@ def do_publish(submission: Submission, *, user: AbstractBaseUser, reason: str = 
 
 @transaction.atomic
 def do_reject(submission: Submission, *, user: AbstractBaseUser, reason: str) -> Submission:
+    """Reject the current attempt. A submission with a published attempt (published now, or
+    published before a re-run whose attempt is rejected here) is taken down with it: it leaves the
+    board and the public pages in the same transaction, so a result found to cheat after its
+    publication does not stay public."""
     if not reason.strip():
         raise InvalidTransition(submission.status, S.REJECTED, "a rejection needs a reason the team can read")
     sub = _locked(submission.pk)
-    _transition(sub, S.REJECTED, actor=Actor(user=user), attempt=sub.current_attempt, reason=reason)
+    published = sub.published_attempt
+    taken_down = published.number if published is not None else None
+    _transition(sub, S.REJECTED, actor=Actor(user=user), attempt=sub.current_attempt, reason=reason,
+                data={"unpublished_attempt": taken_down} if taken_down is not None else None)
+    if published is not None:
+        if published.pk != sub.current_attempt_id:  # published before a re-run: rejected with it
+            EvaluationAttempt.objects.filter(pk=published.pk).update(status=S.REJECTED)
+        sub.published_attempt, sub.published_at = None, None
+        sub.save(update_fields=["published_attempt", "published_at", "updated_at"])
+        remove_scores(sub)
     return sub
 
 
