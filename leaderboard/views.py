@@ -1,16 +1,31 @@
-"""Server-rendered task pages; no JavaScript needed."""
+"""Server-rendered task pages and the home page; no JavaScript needed."""
 
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from leaderboard import selectors
+from leaderboard import board_queries, selectors
+from leaderboard.board_views import default_profile
+from portal.submissions.selectors import latest_published
+
+
+#: The home page's headline: the top rows of the default board, and the newest published runs.
+HOME_BOARD_ROWS, HOME_LATEST_RUNS = 10, 5
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    """The front page: what the benchmark is, then the task table."""
-    return render(request, "leaderboard/task_list.html", {"tasks": selectors.task_list(), "is_home": True})
+    """The front page: what the benchmark is, the headline leaderboard (the default profile's
+    reference rows and top published rows, all tasks), the latest published runs, the task table."""
+    hardware = default_profile(board_queries.hardware_profiles())
+    board = board_queries.Filters(hardware=hardware)
+    context = {
+        "tasks": selectors.task_list(), "is_home": True, "f": board,
+        "rows": list(board_queries.rows(board)[:HOME_BOARD_ROWS]),
+        "references": board_queries.reference_rows(hardware, board.scope),
+        "latest": latest_published(HOME_LATEST_RUNS),
+    }
+    return render(request, "leaderboard/task_list.html", context)
 
 
 def task_list(request: HttpRequest) -> HttpResponse:

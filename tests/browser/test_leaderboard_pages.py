@@ -58,3 +58,12 @@ def test_leaderboard_pairs_and_task_page_render_with_charts(live_server, task_tr
         page.goto(f"{live_server.url}/tasks/fused-add-rmsnorm/")
         expect(page.locator("#reference-h200 tbody tr")).to_have_count(3)
         page.screenshot(path=str(shots / "task-page.png"), full_page=True)
+
+        # The home page heads with the same board (its top rows) and the newest published runs.
+        page.goto(f"{live_server.url}/")
+        expect(page.locator("#leaderboard tr.reference")).to_have_count(3)
+        expect(page.locator("#leaderboard tbody tr:not(.reference)")).to_have_count(8)
+        expect(page.locator("table.submissions tbody tr")).to_have_count(5)
+        page.screenshot(path=str(shots / "home.png"), full_page=True)
+        page.locator("table.submissions tbody tr a").first.click()
+        expect(page.locator("h1")).to_contain_text("Submission")
