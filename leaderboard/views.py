@@ -9,7 +9,6 @@ from leaderboard import board_queries, selectors
 from leaderboard.board_views import default_profile
 from portal.submissions.selectors import latest_published
 
-
 #: The home page's headline: the top rows of the default board, and the newest published runs.
 HOME_BOARD_ROWS, HOME_LATEST_RUNS = 10, 5
 
