@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from django.core.cache import cache
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from evaluator.result import RunResult
 from evaluator.result_merge import merge_runs
@@ -32,7 +32,11 @@ T = TypeVar("T")
 SORTS = {
     "score": "-performance_score", "correct": "-correct_count", "geomean": "-geomean_correct",
     "sol": "-mean_sol_fraction", "date": "-published_at", "model": "model_name", "turns": "turns_used",
+    # The judge's means; rows not yet judged go last (PostgreSQL puts NULLs first when descending).
+    "design": F("design_score").desc(nulls_last=True), "implementation": F("implementation_score").desc(nulls_last=True),
 }
+#: The sort of a board shown without one: design-only submissions have judge scores, not timings.
+DEFAULT_SORT = {"kernel": "score", "design": "design"}
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
         if any("\x00" in v for v in values):
             raise BadRequest(f"{name}: a NUL character is not allowed")
     hardware = request.GET.get("hardware") or default_profile(board_queries.hardware_profiles())
-    if hardware in board_queries.UNTIMED_PROFILES:
+    mode = "design" if request.GET.get("mode") == "design" else "kernel"
+    if hardware in board_queries.UNTIMED_PROFILES and mode == "kernel":  # a judged design has no timings
         # Runs there prove correctness and take no times, so every score would be the failure
         # penalty: a board of them would say a correct kernel failed.
         raise Http404(f"{hardware} runs are correctness-only (no timings), so it has no leaderboard; "
@@ -49,12 +50,12 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
     if scope != ALL and scope not in board_queries.categories():
         scope = ALL
     guidance = request.GET.get("guidance", "")
+    sort = request.GET.get("sort", "")
     return board_queries.Filters(hardware=hardware, scope=scope,
                                  guidance=guidance if guidance in GUIDANCE else "",
                                  model=request.GET.get("model", "")[:100],
-                                 sort=request.GET.get("sort", "score") if request.GET.get("sort") in board_queries.SORTS
-                                 else "score",
-                                 mode="design" if request.GET.get("mode") == "design" else "kernel")
+                                 sort=sort if sort in board_queries.SORTS else board_queries.DEFAULT_SORT[mode],
+                                 mode=mode)
 
 
 def row_dict(s: SubmissionScore) -> dict[str, Any]:
@@ -85,8 +86,9 @@ def reference_dict(r: board_queries.ReferenceRow, f: board_queries.Filters) -> d
 def board_data(f: board_queries.Filters) -> list[dict[str, Any]]:
     """Every row (exports and the API), cached like the charts: at 10,000 published submissions
     the ~5,000 rows took ~0.8 s of CPU per request to read, for data that changes at publication."""
-    return board_queries.cached("rows", f, lambda: [reference_dict(r, f) for r in board_queries.reference_rows(
-        f.hardware, f.scope)] + [row_dict(s) for s in board_queries.rows(f)])
+    refs = board_queries.reference_rows(f.hardware, f.scope) if f.mode == "kernel" else []  # timings only
+    return board_queries.cached("rows", f, lambda: [reference_dict(r, f) for r in refs]
+                                + [row_dict(s) for s in board_queries.rows(f)])
 
 
 TABLE_ROWS = 100  # rows shown on the page; CSV, JSON and the API carry every row
@@ -141,7 +143,9 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
     qs = board_queries.rows(f)
     rows = list(qs[:TABLE_ROWS])
     context = {
-        "f": f, "rows": rows, "total_rows": qs.count(), "table_rows": TABLE_ROWS, "references": board_queries.reference_rows(f.hardware, f.scope),
+        "f": f, "rows": rows, "total_rows": qs.count(), "table_rows": TABLE_ROWS,
+        # Reference rows are timings: a board of judged design documents has none.
+        "references": board_queries.reference_rows(f.hardware, f.scope) if f.mode == "kernel" else [],
         "profiles": board_queries.hardware_profiles() or [f.hardware], "categories": board_queries.categories(),
         "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
         "charts": board_queries.cached("charts", f, lambda: _board_charts(f, rows)),

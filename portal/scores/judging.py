@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg
 
 from agents.judge import PROMPT_VERSION, judge
 from agents.providers import ProviderConfig, make_provider
 from portal.scores.models import JudgeScore, SubmissionScore
+from portal.scores.services import judge_means, new_board_generation
 from portal.submissions.models import Submission, SubmissionTask
 from tasks.registry import get_task
 
@@ -64,7 +64,5 @@ def judge_submission_task(submission_task_id: int) -> list[JudgeScore]:
 @transaction.atomic
 def fold_into_board(submission: Submission) -> None:
     """Mean judge scores over the submission's judged tasks, onto its leaderboard rows."""
-    scores = JudgeScore.objects.filter(submission_task__submission=submission, prompt_version=PROMPT_VERSION)
-    design = scores.filter(kind="design").aggregate(v=Avg("score"))["v"]
-    impl = scores.filter(kind="implementation").aggregate(v=Avg("score"))["v"]
-    SubmissionScore.objects.filter(submission=submission).update(design_score=design, implementation_score=impl)
+    SubmissionScore.objects.filter(submission=submission).update(**judge_means(submission))
+    transaction.on_commit(new_board_generation)

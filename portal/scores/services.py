@@ -13,11 +13,13 @@ from collections import defaultdict
 
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Avg
 
+from agents.judge import PROMPT_VERSION
 from evaluator.scoring import TaskScore as Score
 from evaluator.scoring import submission_score
 from leaderboard.models import Task
-from portal.scores.models import ALL, SubmissionScore, TaskScore
+from portal.scores.models import ALL, JudgeScore, SubmissionScore, TaskScore
 from portal.submissions.models import EvaluationAttempt, Submission
 from portal.submissions.selectors import task_score
 
@@ -56,6 +58,7 @@ def record_scores(submission: Submission) -> list[SubmissionScore]:
                   sol_fraction=s.sol_fraction, findings=list(s.findings)) for slug, s in scores.items()])
     turns = dict(submission.tasks.select_related("task").values_list("task__slug", "turns_used"))
     group = _group(submission)
+    judged = judge_means(submission)  # a design-only submission is judged before it is published
     SubmissionScore.objects.filter(submission=submission).delete()
     rows = []
     for scope, suite in suites().items():
@@ -70,11 +73,19 @@ def record_scores(submission: Submission) -> list[SubmissionScore]:
             suite_correctness_rate=sc.suite_correctness_rate, correct_count=sc.correct_count, attempted=sc.attempted,
             suite_size=sc.suite_size, geomean_correct=sc.geomean_correct,
             fast_p={str(p): v for p, v in sc.fast_p.items()}, mean_sol_fraction=sc.mean_sol_fraction,
-            turns_used=round(sum(used) / len(used)) if used else None))
+            turns_used=round(sum(used) / len(used)) if used else None, **judged))
     SubmissionScore.objects.bulk_create(rows)
     _refresh_latest(group)
     transaction.on_commit(new_board_generation)
     return rows
+
+
+def judge_means(submission: Submission) -> dict[str, float | None]:
+    """The board's judge columns: the mean judge score of the submission's tasks, per kind, under
+    the current prompt version (None where nothing is judged)."""
+    scores = JudgeScore.objects.filter(submission_task__submission=submission, prompt_version=PROMPT_VERSION)
+    return {"design_score": scores.filter(kind="design").aggregate(v=Avg("score"))["v"],
+            "implementation_score": scores.filter(kind="implementation").aggregate(v=Avg("score"))["v"]}
 
 
 @transaction.atomic

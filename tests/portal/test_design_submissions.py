@@ -92,3 +92,42 @@ def test_a_judged_design_can_be_published(catalogue, media, settings):
 
     scores = APIClient(HTTP_HOST="localhost").get(f"/api/v1/submissions/{sub.pk}/judge/").json()
     assert [(s["slug"], s["kind"], s["score"]) for s in scores] == [("silu-and-mul", "design", 55.0)]
+
+
+@pytest.mark.django_db
+def test_the_design_board_ranks_by_the_judge_and_shows_no_timings(catalogue, media, settings):
+    """Design-only rows carry their judge score from publication on (they are judged before), are
+    sorted by it with unjudged rows last, and the board shows no timing columns or reference rows
+    for them (a design is never run, so a Performance Score would be the failure penalty)."""
+    from django.test import Client
+
+    from agents.judge import JudgeResult
+    from portal.moderation.services import do_moderate
+    from portal.scores.models import SubmissionScore
+    from portal.submissions import actions
+    from tests.portal.factories import make_user
+
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-1"
+    mod = make_user("mod", moderator=True)
+    published = {}
+    for name, score in (("Low", 40.0), ("High", 85.0), ("Unjudged", None)):
+        team, user = make_team(name)
+        sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+        claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
+        attempt = EvaluationAttempt.objects.get(submission=sub)
+        if score is not None:
+            assert actions.do_record_judge_score(attempt.pk, claim, "silu-and-mul", JudgeResult(
+                kind="design", score=score, levels={"L1": score}, items=[], judge_model="judge-1"))
+        actions.do_finish_judging(attempt.pk, claim)
+        do_moderate(sub, moderator=mod, decision="approve")
+        published[name] = sub.pk
+    rows = SubmissionScore.objects.filter(scope="all", mode="design")
+    assert {r.submission_id: r.design_score for r in rows} == {published["Low"]: 40.0, published["High"]: 85.0,
+                                                               published["Unjudged"]: None}
+    hardware = rows.first().hardware
+    page = Client(HTTP_HOST="localhost").get(f"/leaderboard/?hardware={hardware}&mode=design").content.decode()
+    table = page[page.index('id="leaderboard"'):page.index("</table>", page.index('id="leaderboard"'))]
+    order = [published[n] for n in ("High", "Low", "Unjudged")]
+    assert [table.index(f'id="row-{pk}"') for pk in order] == sorted(table.index(f'id="row-{pk}"') for pk in order)
+    assert "85.0" in table and "not judged yet" in table
+    assert "Performance Score" not in table and 'class="reference"' not in table and "0.100" not in table
