@@ -19,7 +19,10 @@ FILTERS = [
     OpenApiParameter("category", str, description="'all' or a task category"),
     OpenApiParameter("guidance", str, enum=list(GUIDANCE)),
     OpenApiParameter("model", str, description="substring of the model name"),
-    OpenApiParameter("sort", str, enum=list(board_queries.SORTS)),
+    OpenApiParameter("sort", str, enum=list(board_queries.SORTS),
+                     description="default: 'score' for kernels, 'design' for design documents"),
+    OpenApiParameter("mode", str, enum=["kernel", "design"],
+                     description="timed kernels (default) or judged design documents"),
 ]
 
 
