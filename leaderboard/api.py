@@ -58,24 +58,44 @@ class LeaderboardView(APIView):
                          "count": len(rows), "offset": offset, "limit": limit, "rows": page})
 
 
+#: Groups of pairs per API page: each pair costs a bootstrap of the paired comparison.
+MAX_PAIR_GROUPS = 50
+
+
+class PairPageParams(serializers.Serializer):
+    """Paging of the pairs by group (team, model, harness, budget), newest group first."""
+
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_PAIR_GROUPS, default=board_queries.PAIR_GROUPS_PER_PAGE,
+                                     help_text=f"groups per page (1-{MAX_PAIR_GROUPS}); a group gives one pair "
+                                               "per guided condition")
+    offset = serializers.IntegerField(min_value=0, default=0, help_text="skip this many groups first")
+
+
 class PairsView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=FILTERS[:1], responses={200: OpenApiTypes.OBJECT},
-                   summary="Every guided/unguided pair of a hardware profile with its paired comparison")
+    @extend_schema(parameters=[FILTERS[0], FILTERS[3], PairPageParams], responses={200: OpenApiTypes.OBJECT},
+                   summary="The guided/unguided pairs of a hardware profile with their paired comparisons, "
+                           "a page of groups at a time")
     def get(self, request: Request) -> Response:
+        """``groups`` counts every group that can pair; page through them with ``limit``/``offset``."""
         f = filters_from(request._request)
-        out = board_queries.cached("pairs-api", (f.hardware, f.model), lambda: _pairs_rows(f))
-        return Response({"hardware": f.hardware, "pairs": out})
+        paging = PairPageParams(data=request.query_params)
+        paging.is_valid(raise_exception=True)
+        limit, offset = paging.validated_data["limit"], paging.validated_data["offset"]
+        groups, out = board_queries.cached("pairs-api", (f.hardware, f.model, limit, offset),
+                                           lambda: _pairs_rows(f, limit, offset))
+        return Response({"hardware": f.hardware, "groups": groups, "offset": offset, "limit": limit, "pairs": out})
 
 
-def _pairs_rows(f: board_queries.Filters) -> list[dict[str, object]]:
+def _pairs_rows(f: board_queries.Filters, limit: int, offset: int) -> tuple[int, list[dict[str, object]]]:
     out = []
-    for p in page_pairs(f)[1]:
+    _, found, groups = page_pairs(f, offset=offset, limit=limit)
+    for p in found:
         c = p.comparison
         out.append({"unguided": int(p.unguided.key), "guided": int(p.guided.key), "model": p.guided.model,
                     "team": p.guided.team, "conditions": [p.unguided.condition, p.guided.condition],
                     "score_ratio": c.score_ratio, "ci": [c.ci_low, c.ci_high], "confidence": c.confidence,
                     "wilcoxon_p": c.wilcoxon_p, "sign_test_p": c.sign_test_p, "verdict": c.verdict,
                     "per_task_ratios": c.per_task_ratios})
-    return out
+    return groups, out

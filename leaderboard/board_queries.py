@@ -184,8 +184,21 @@ def task_labels(slugs: Sequence[str]) -> dict[str, str]:
     return {slug: f"{tid} {slug}" for slug, tid in Task.objects.filter(slug__in=slugs).values_list("slug", "task_id")}
 
 
-def pair_page(hardware: str, model: str = "", limit: int = 20) -> list[int]:
-    """Submission ids of the newest ``limit`` (unguided, guided) pairs, found from stored fields only.
+#: Groups (team, model, harness, budget) of pairs on one page of the paired view or the API.
+PAIR_GROUPS_PER_PAGE = 20
+
+
+@dataclass(frozen=True)
+class PairPage:
+    submission_ids: list[int]  # the latest run of every condition of the page's groups
+    groups: int  # groups with an unguided run and at least one guided one, on every page
+    offset: int
+    limit: int
+
+
+def pair_page(hardware: str, model: str = "", limit: int = PAIR_GROUPS_PER_PAGE, offset: int = 0) -> PairPage:
+    """One page of the groups that can form (unguided, guided) pairs, newest first, found from
+    stored fields only: the submission ids of their conditions' latest runs.
 
     Pairing needs each side's task set, read from the stored task scores' task ids in one query
     over the candidate groups; the bootstrap then runs only for the page shown.
@@ -199,10 +212,6 @@ def pair_page(hardware: str, model: str = "", limit: int = 20) -> list[int]:
     for sid, team, model_name, harness, budget, guidance, published in rows:
         groups.setdefault((team, model_name, harness, budget), {})[guidance] = (sid, published)
     candidates = [(g, by) for g, by in groups.items() if "none" in by and len(by) > 1]
-    candidates.sort(key=lambda gb: max(p for _, p in gb[1].values()), reverse=True)
-    out: list[int] = []
-    for _, by in candidates:
-        if len(out) >= 2 * limit:
-            break
-        out += [sid for sid, _ in by.values()]
-    return out
+    candidates.sort(key=lambda gb: (max(p for _, p in gb[1].values()), gb[0]), reverse=True)
+    ids = [sid for _, by in candidates[offset:offset + limit] for sid, _ in by.values()]
+    return PairPage(submission_ids=ids, groups=len(candidates), offset=offset, limit=limit)

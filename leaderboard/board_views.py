@@ -157,19 +157,31 @@ def pairs(request: HttpRequest) -> HttpResponse:
     """The paired view. Its bootstrap and 21 charts take about a second to build and change only
     at publication, so they are cached like the board's charts."""
     f = filters_from(request)
+    try:
+        number = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        number = 1
+    per_page = board_queries.PAIR_GROUPS_PER_PAGE
+    offset = (number - 1) * per_page
+    views = board_queries.cached("pairs", (f.hardware, f.model, offset, per_page),
+                                 lambda: _pairs_views(f, offset, per_page))
+    pages = max(1, math.ceil(views["groups"] / per_page))
     context = {"f": f, "profiles": board_queries.hardware_profiles() or [f.hardware], "penalty": FAILURE_PENALTY_SPEEDUP,
-               **board_queries.cached("pairs", (f.hardware, f.model), lambda: _pairs_views(f))}
+               "page": number, "pages": pages, **views}
     return render(request, "leaderboard/pairs.html", context)
 
 
-def page_pairs(f: board_queries.Filters) -> tuple[list[board.Entry], list[board.Pair]]:
-    """The newest pairs of the profile (one page) with their paired comparisons, and their entries."""
-    entries = board_queries.entries(f.hardware, submission_ids=board_queries.pair_page(f.hardware, f.model))
-    return entries, board.pairs(entries, n_boot=5000)
+def page_pairs(f: board_queries.Filters, offset: int = 0, limit: int = board_queries.PAIR_GROUPS_PER_PAGE
+               ) -> tuple[list[board.Entry], list[board.Pair], int]:
+    """One page of the profile's pairs, newest groups first, with their paired comparisons; their
+    entries; and how many groups can pair in all."""
+    found = board_queries.pair_page(f.hardware, f.model, limit=limit, offset=offset)
+    entries = board_queries.entries(f.hardware, submission_ids=found.submission_ids)
+    return entries, board.pairs(entries, n_boot=5000), found.groups
 
 
-def _pairs_views(f: board_queries.Filters) -> dict[str, Any]:
-    entries, found = page_pairs(f)
+def _pairs_views(f: board_queries.Filters, offset: int, limit: int) -> dict[str, Any]:
+    entries, found, groups = page_pairs(f, offset, limit)
     labels = board_queries.task_labels(board_queries.suite(ALL))
     experts = {labels.get(k, k): v for k, v in board_queries.expert_speedups(f.hardware).items()}
     views = []
@@ -185,4 +197,4 @@ def _pairs_views(f: board_queries.Filters) -> dict[str, Any]:
         views.append({"pair": p, "tasks": tasks, "chart_id": f"pair-{i}", "chart": scatter,
                       "log_ratio": math.log(p.comparison.score_ratio)})
     curves = board.ablations(entries, board_queries.suite(ALL))
-    return {"pairs": views, "ablation": charts.ablation(curves) if curves else None}
+    return {"pairs": views, "ablation": charts.ablation(curves) if curves else None, "groups": groups}

@@ -90,6 +90,31 @@ def test_pairs_page_compares_each_guided_run_with_the_unguided_one(board, client
     assert figure["layout"]["xaxis"]["type"] == "log"
 
 
+def test_pairs_page_through_every_group(board, client, monkeypatch) -> None:
+    """Pairs come a page of groups at a time, newest first, and every group is reachable: the two
+    models' groups on two pages of one group each, in the HTML and in the API."""
+    from leaderboard import board_queries
+
+    api = [client.get(f"/api/v1/pairs/?hardware=h200&limit=1&offset={o}").json() for o in (0, 1, 2)]
+    assert [a["groups"] for a in api] == [2, 2, 2] and [len(a["pairs"]) for a in api] == [3, 3, 0]
+    models = [{p["model"] for p in a["pairs"]} for a in api[:2]]
+    assert all(len(m) == 1 for m in models) and models[0] != models[1]
+    every = client.get("/api/v1/pairs/?hardware=h200").json()
+    key = lambda p: (p["unguided"], p["guided"])  # noqa: E731
+    assert sorted(map(key, every["pairs"])) == sorted(map(key, api[0]["pairs"] + api[1]["pairs"]))
+    assert client.get("/api/v1/pairs/?hardware=h200&limit=0").status_code == 400
+
+    monkeypatch.setattr(board_queries, "PAIR_GROUPS_PER_PAGE", 1)
+    first = client.get("/leaderboard/pairs/?hardware=h200").content.decode()
+    second = client.get("/leaderboard/pairs/?hardware=h200&page=2").content.decode()
+    assert first.count('class="pair"') == 3 and second.count('class="pair"') == 3
+    assert "page 1 of 2 (2 groups)" in first and 'rel="next"' in first and 'rel="prev"' not in first
+    assert "page 2 of 2" in second and 'rel="prev"' in second and 'rel="next"' not in second
+    beyond = client.get("/leaderboard/pairs/?hardware=h200&page=9").content.decode()
+    assert 'class="pair"' not in beyond and "there are 2 groups in all" in beyond
+    assert client.get("/leaderboard/pairs/?hardware=h200&page=x").status_code == 200
+
+
 def test_scores_are_written_at_publication_only(board) -> None:
     published, hidden = board
     assert SubmissionScore.objects.filter(submission__in=hidden).count() == 0
