@@ -18,6 +18,7 @@ import plotly
 from kombu import Queue
 
 from portal import broker
+from portal.hardware_queues import hardware_queues
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("D2K_VAR_DIR", BASE_DIR / "var"))
@@ -200,7 +201,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "web"
 #: Queue names: ``web`` for light jobs, ``cpu.interpret`` for correctness-only runs in Triton's
 #: interpreter, ``gpu.<hardware profile>`` for timed runs (one worker per GPU).
-CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in ("web", "cpu.interpret", "gpu.h200", "judge"))
+#: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
+#: ``D2K_HARDWARE_PROFILES`` (comma-separated) names the profiles a deployment accepts uploads for:
+#: only those that have workers, or submissions would wait in a queue nobody reads.
+D2K_HARDWARE_QUEUES = hardware_queues(os.environ.get("D2K_HARDWARE_PROFILES", "h200,cpu-interpret"))
+CELERY_TASK_QUEUES = tuple(Queue(name, routing_key=name) for name in
+                           dict.fromkeys(("web", "cpu.interpret", *D2K_HARDWARE_QUEUES.values(), "judge")))
 CELERY_TASK_ROUTES = {
     "leaderboard.tasks.verify_reference_task": {"queue": "cpu.interpret"},
     # Evaluations are sent to the queue of their hardware profile explicitly (D2K_HARDWARE_QUEUES).
@@ -221,8 +227,6 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Submissions ------------------------------------------------------------------------------
-#: Hardware profile (evaluator.hardware.PROFILES) -> the Celery queue whose workers run on it.
-D2K_HARDWARE_QUEUES = {"h200": "gpu.h200", "cpu-interpret": "cpu.interpret"}
 D2K_DEFAULT_HARDWARE = os.environ.get("D2K_DEFAULT_HARDWARE", "h200")
 #: The benchmark's own card: the leaderboard opens on it and task pages list its reference times
 #: first, whatever D2K_DEFAULT_HARDWARE a deployment evaluates on (run-local: cpu-interpret).
