@@ -8,7 +8,7 @@ submission's guidance condition, within the submission's turn budget. Extend the
 
 from __future__ import annotations
 
-from agents.transcript import Transcript, TranscriptError, parse
+from agents.transcript import Event, Transcript, TranscriptError, parse
 from portal.submissions.problems import Problem
 
 
@@ -29,6 +29,15 @@ def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget
 
 
 __all__ = ["TranscriptError", "check_transcript", "transcript_events"]
+
+
+def event_matches(event: Event, query: str) -> bool:
+    """Whether an event's text, a tool call's name or its arguments contain ``query`` (any case):
+    the transcript viewer's search, for moderators looking for suspicious actions (a file read
+    outside the workdir, a network call, a timer patched) and for teams."""
+    needle = query.casefold()
+    texts = [event.content, *(f"{c.name} {c.arguments}" for c in event.tool_calls or ())]
+    return any(needle in t.casefold() for t in texts)
 
 
 def transcript_events(data: bytes) -> Transcript:

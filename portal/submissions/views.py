@@ -21,7 +21,7 @@ from portal.submissions.highlight import highlight_python
 from portal.submissions.problems import BundleInvalid
 from portal.submissions.quotas import QuotaExceeded
 from portal.submissions.storage import blob_read
-from portal.submissions.transcripts import transcript_events
+from portal.submissions.transcripts import event_matches, transcript_events
 from portal.submissions.validation import single_kernel_bundle
 from portal.teams.selectors import teams_of
 
@@ -127,11 +127,13 @@ def transcript(request: HttpRequest, pk: int, slug: str) -> HttpResponse:
     if task is None or not task.transcript_storage_name:
         raise Http404("no transcript")
     parsed = transcript_events(blob_read(task.transcript_storage_name))
+    query = request.GET.get("q", "").strip()[:200]
     turns: dict[int, list] = {}
     for event in parsed.events:
-        turns.setdefault(event.turn, []).append(event)
+        turns.setdefault(event.turn, []).append((event, bool(query) and event_matches(event, query)))
+    shown = [(n, events) for n, events in sorted(turns.items()) if not query or any(hit for _, hit in events)]
     return render(request, "submissions/transcript.html",
-                  {"sub": sub, "task": task, "t": parsed, "turns": sorted(turns.items())})
+                  {"sub": sub, "task": task, "t": parsed, "turns": shown, "query": query, "turn_count": len(turns)})
 
 
 @login_required

@@ -108,6 +108,14 @@ def test_transcript_viewer_escapes_and_folds(alpha):
     assert 'id="turn-1"' in html and "<code>check</code>" in html and "<details>" in html
     review = client_as(make_user("mod", moderator=True)).get(f"/moderation/{evaluated(sub).pk}/").content.decode()
     assert "turn 2: tool call read_file mentions &#x27;references/&#x27;" in review
+    # Search: a tool call's arguments, any case; only the matching turns, their messages open; the
+    # query is escaped back into the page.
+    found = client_as(user).get(f"/submissions/{sub.pk}/transcript/silu-and-mul/?q=EXPERT.py").content.decode()
+    assert 'id="turn-2"' in found and 'id="turn-1"' not in found and "1 of 2 turns mention" in found
+    assert '<div class="event role-assistant match">' in found and "<details open>" in found
+    none = client_as(user).get(f"/submissions/{sub.pk}/transcript/silu-and-mul/?q=%3Cb%3Ezzz").content.decode()
+    assert "No turn mentions “&lt;b&gt;zzz”." in none and "<b>zzz" not in none
+    assert "0 of 2 turns" in none
 
 
 def test_token_page_shows_the_secret_once_and_revokes(alpha):
