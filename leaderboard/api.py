@@ -23,6 +23,8 @@ FILTERS = [
                      description="default: 'score' for kernels, 'design' for design documents"),
     OpenApiParameter("mode", str, enum=["kernel", "design"],
                      description="timed kernels (default) or judged design documents"),
+    OpenApiParameter("task", str, description="a task slug: each group's latest result on that task "
+                                              "(status, speedup, SOL fraction) instead of the suite's scores"),
 ]
 
 

@@ -47,6 +47,7 @@ class Filters:
     model: str = ""
     sort: str = "score"
     mode: str = "kernel"  # design-only submissions have judge scores, not timings: their own board
+    task: str = ""  # a task slug: the board of that task's results (scope and sort do not apply)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,53 @@ def reference_rows(hardware: str, scope: str = ALL) -> list[ReferenceRow]:
         scores = {slug: s for slug, s in score_run(ref.result, provider).items() if slug in slugs}
         if scores and any(s.correct for s in scores.values()):
             out.append(ReferenceRow(name, submission_score(scores, slugs), ref.latest))
+    return out
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One line of a task's board: who (a group's latest published submission, or a reference) and
+    how it did on the task. ``correct`` is None when the submission did not attempt the task."""
+
+    name: str
+    row: SubmissionScore | None  # None for a reference row
+    correct: bool | None
+    speedup: float | None
+    sol_fraction: float | None
+    published: object = None  # a datetime (a reference: its run's start)
+
+
+def task_rows(f: Filters) -> list[TaskRow]:
+    """The board of one task: the latest published submission of every group (the board's
+    guidance and model filters apply) with its stored score on ``f.task``; correct results by
+    speedup, then failed ones, then groups that did not attempt it."""
+    subs = list(rows(Filters(hardware=f.hardware, guidance=f.guidance, model=f.model)))
+    stored = {t.submission_id: t for t in TaskScore.objects.filter(task__slug=f.task,
+                                                                   submission_id__in=[s.submission_id for s in subs])}
+    out = []
+    for s in subs:
+        t = stored.get(s.submission_id)
+        out.append(TaskRow(s.model_name, s, t.correct if t else None, t.speedup if t else None,
+                           t.sol_fraction if t else None, s.published_at))
+
+    def order(r: TaskRow) -> tuple[int, float, int]:
+        rank = 0 if r.correct else 1 if r.correct is False else 2
+        return rank, -(r.speedup or 0.0), r.row.submission_id if r.row else 0
+
+    return sorted(out, key=order)
+
+
+def task_reference_rows(hardware: str, slug: str) -> list[TaskRow]:
+    """Eager (1x by definition), torch.compile and the expert on one task, from the reference run."""
+    out = [TaskRow("PyTorch eager", None, True, 1.0, None)]
+    ref = reference_suite(hardware)
+    if ref is None:
+        return out
+    for provider, name in (("compile", "torch.compile"), ("candidate", "expert kernels")):
+        s = score_run(ref.result, provider).get(slug)
+        if s is not None:
+            out.append(TaskRow(name, None, s.correct, s.speedup, s.sol_fraction,
+                               ref.latest.started_at if ref.latest else None))
     return out
 
 

@@ -50,12 +50,13 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
     if scope != ALL and scope not in board_queries.categories():
         scope = ALL
     guidance = request.GET.get("guidance", "")
+    task = request.GET.get("task", "")
     sort = request.GET.get("sort", "")
     return board_queries.Filters(hardware=hardware, scope=scope,
                                  guidance=guidance if guidance in GUIDANCE else "",
                                  model=request.GET.get("model", "")[:100],
                                  sort=sort if sort in board_queries.SORTS else board_queries.DEFAULT_SORT[mode],
-                                 mode=mode)
+                                 mode=mode, task=task if mode == "kernel" and task in board_queries.suite(ALL) else "")
 
 
 def row_dict(s: SubmissionScore) -> dict[str, Any]:
@@ -83,9 +84,36 @@ def reference_dict(r: board_queries.ReferenceRow, f: board_queries.Filters) -> d
             "turns_used": None, "published_at": r.run.started_at.isoformat() if r.run else None, "reference": True}
 
 
+def _task_choices() -> list[tuple[str, str]]:
+    """(slug, "T01 slug") of every task, in catalogue order: the board's task filter."""
+    slugs = board_queries.suite(ALL)
+    labels = board_queries.task_labels(slugs)
+    return [(slug, labels.get(slug, slug)) for slug in slugs]
+
+
+def task_row_dict(r: board_queries.TaskRow, f: board_queries.Filters) -> dict[str, Any]:
+    """One line of a task's board as exported: who, and the stored result on the task."""
+    s = r.row
+    return {"submission": s.submission_id if s else None, "team": s.team_name if s else "",
+            "model": r.name, "harness": s.harness_name if s else "", "guidance": s.guidance if s else "reference",
+            "budget": s.budget if s else None, "hardware": f.hardware, "task": f.task,
+            "status": "not attempted" if r.correct is None else "correct" if r.correct else "failed",
+            "speedup": r.speedup, "sol_fraction": r.sol_fraction, "turns_used": s.turns_used if s else None,
+            "published_at": r.published.isoformat() if r.published else None, "reference": s is None}
+
+
+def task_board(f: board_queries.Filters) -> tuple[list[board_queries.TaskRow], list[board_queries.TaskRow]]:
+    """(reference rows, rows) of a task's board, cached like the board."""
+    return board_queries.cached("task-rows", f, lambda: (board_queries.task_reference_rows(f.hardware, f.task),
+                                                        board_queries.task_rows(f)))
+
+
 def board_data(f: board_queries.Filters) -> list[dict[str, Any]]:
     """Every row (exports and the API), cached like the charts: at 10,000 published submissions
     the ~5,000 rows took ~0.8 s of CPU per request to read, for data that changes at publication."""
+    if f.task:
+        refs, found = task_board(f)
+        return [task_row_dict(r, f) for r in (*refs, *found)]
     refs = board_queries.reference_rows(f.hardware, f.scope) if f.mode == "kernel" else []  # timings only
     return board_queries.cached("rows", f, lambda: [reference_dict(r, f) for r in refs]
                                 + [row_dict(s) for s in board_queries.rows(f)])
@@ -140,6 +168,14 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         resp = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
         resp["Content-Disposition"] = f'attachment; filename="d2k-leaderboard-{f.hardware}-{f.scope}.csv"'
         return resp
+    if f.task:
+        refs, found = task_board(f)
+        return render(request, "leaderboard/board.html", {
+            "f": f, "task_rows": found[:TABLE_ROWS], "task_references": refs, "total_rows": len(found),
+            "table_rows": TABLE_ROWS, "profiles": board_queries.hardware_profiles() or [f.hardware],
+            "categories": board_queries.categories(), "tasks": _task_choices(),
+            "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
+            "charts": {}})
     qs = board_queries.rows(f)
     rows = list(qs[:TABLE_ROWS])
     context = {
@@ -147,7 +183,7 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         # Reference rows are timings: a board of judged design documents has none.
         "references": board_queries.reference_rows(f.hardware, f.scope) if f.mode == "kernel" else [],
         "profiles": board_queries.hardware_profiles() or [f.hardware], "categories": board_queries.categories(),
-        "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
+        "tasks": _task_choices(), "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
         "charts": board_queries.cached("charts", f, lambda: _board_charts(f, rows)),
     }
     return render(request, "leaderboard/board.html", context)

@@ -115,6 +115,35 @@ def test_pairs_page_through_every_group(board, client, monkeypatch) -> None:
     assert client.get("/leaderboard/pairs/?hardware=h200&page=x").status_code == 200
 
 
+def test_a_task_board_ranks_each_groups_result_on_that_task(board, client) -> None:
+    """?task= gives each group's latest published submission with its stored score on that task:
+    correct ones fastest first, then failed ones; the reference rows are that task's; the page,
+    the JSON export and the API agree; an unknown task falls back to the suite's board."""
+    from portal.scores.models import TaskScore
+
+    data = client.get("/leaderboard/?hardware=h200&task=silu-and-mul&format=json").json()["rows"]
+    refs, rows = [r for r in data if r["reference"]], [r for r in data if not r["reference"]]
+    assert [r["model"] for r in refs] == ["PyTorch eager", "torch.compile", "expert kernels"]
+    assert refs[0]["speedup"] == 1.0 and all(r["task"] == "silu-and-mul" for r in data)
+    latest = set(SubmissionScore.objects.filter(hardware="h200", scope="all", is_latest=True, mode="kernel")
+                 .values_list("submission_id", flat=True))
+    assert {r["submission"] for r in rows} == latest
+    stored = {t.submission_id: t for t in TaskScore.objects.filter(task__slug="silu-and-mul")}
+    for r in rows:
+        t = stored.get(r["submission"])
+        assert r["status"] == ("not attempted" if t is None else "correct" if t.correct else "failed")
+        assert r["speedup"] == (t.speedup if t else None)
+    ranks = [(0 if r["status"] == "correct" else 1 if r["status"] == "failed" else 2, -(r["speedup"] or 0)) for r in rows]
+    assert ranks == sorted(ranks) and ranks[0][0] == 0
+    html = client.get("/leaderboard/?hardware=h200&task=silu-and-mul").content.decode()
+    assert 'class="board task"' in html and html.count('<tr id="row-') == len(rows)
+    assert f'<tr id="row-{rows[0]["submission"]}"><td>1</td>' in html
+    api = client.get("/api/v1/leaderboard/?hardware=h200&task=silu-and-mul").json()
+    assert api["rows"] == data
+    unknown = client.get("/leaderboard/?hardware=h200&task=no-such-task").content.decode()
+    assert 'class="board task"' not in unknown and 'id="leaderboard"' in unknown
+
+
 def test_scores_are_written_at_publication_only(board) -> None:
     published, hidden = board
     assert SubmissionScore.objects.filter(submission__in=hidden).count() == 0
