@@ -56,7 +56,7 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
                                  guidance=guidance if guidance in GUIDANCE else "",
                                  model=request.GET.get("model", "")[:100],
                                  sort=sort if sort in board_queries.SORTS else board_queries.DEFAULT_SORT[mode],
-                                 mode=mode, task=task if mode == "kernel" and task in board_queries.suite(ALL) else "")
+                                 mode=mode, task=task if task and mode == "kernel" and task in board_queries.suite(ALL) else "")
 
 
 def row_dict(s: SubmissionScore) -> dict[str, Any]:
