@@ -48,11 +48,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         box = ToolBox(task=task, workdir=args.out / slug, condition=args.guidance, interpret=interpret,
                       design_mode=args.mode == "design")
         spec = RunSpec(provider_name=args.provider, model=args.model, condition=args.guidance, mode=args.mode,
-                       budget=args.turns)
+                       budget=args.turns, price=tuple(args.price) if args.price else None)
         outcome = run_agent(provider, box, spec, resume=args.resume)
         f = outcome.footer
         print(f"{slug}: {f.stop_reason} after {f.turns_used} turn(s), {f.input_tokens:,} in / "
-              f"{f.output_tokens:,} out tokens; transcript {outcome.transcript}"
+              f"{f.output_tokens:,} out tokens" + (f" (${f.cost_usd:.2f})" if f.cost_usd is not None else "")
+              + f"; transcript {outcome.transcript}"
               + (f"; {f.message}" if f.message else ""))
         if f.stop_reason == "provider-error":
             status = 1
@@ -135,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guidance", choices=list(GUIDANCE_LEVELS), default="none")
     p.add_argument("--mode", choices=["kernel", "design"], default="kernel")
     p.add_argument("--turns", type=int, default=350, help="turn budget per task")
+    p.add_argument("--price", type=float, nargs=2, metavar=("IN", "OUT"),
+                   help="USD per million input and output tokens (the provider's price for the model): "
+                        "each turn's cost and the run's total go into the transcript")
     p.add_argument("--out", type=Path, required=True, help="run folder")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its transcripts")
     p.add_argument("--hardware", help="hardware profile to be judged on (default: the portal's)")

@@ -14,7 +14,7 @@ from pathlib import Path
 from agents import prompt as prompts
 from agents.providers.base import Provider, ProviderError
 from agents.tools import ToolBox
-from agents.transcript import Event, Footer, Header, TranscriptError, Writer, load, now
+from agents.transcript import Event, Footer, Header, TranscriptError, Usage, Writer, load, now
 
 
 @dataclass
@@ -25,6 +25,16 @@ class RunSpec:
     mode: str = "kernel"  # "kernel" | "design"
     budget: int = 350
     harness: str = "d2k-reference"
+    #: USD per million input and output tokens (the provider's price for the model): when given,
+    #: each turn's cost and the run's total are recorded in the transcript (AGENTS.md).
+    price: tuple[float, float] | None = None
+
+
+def turn_cost(usage: Usage, price: tuple[float, float] | None) -> float | None:
+    """The cost of one response at ``price`` (USD per million input, output tokens)."""
+    if price is None:
+        return None
+    return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1e6
 
 
 @dataclass
@@ -95,8 +105,9 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
             turn += 1
             tokens_in += reply.usage.input_tokens
             tokens_out += reply.usage.output_tokens
+            usage = reply.usage.model_copy(update={"cost_usd": turn_cost(reply.usage, spec.price)})
             event = Event(turn=turn, role="assistant", content=reply.content, tool_calls=reply.tool_calls or None,
-                          usage=reply.usage, ts=now())
+                          usage=usage, ts=now())
             writer.write(event)
             history.append(event)
             if not reply.tool_calls:
@@ -109,7 +120,9 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
                 history.append(result)
     except KeyboardInterrupt:
         stop, message = "interrupted", "interrupted by the user; resume with --resume"
+    costs = [e.usage.cost_usd for e in history if e.role == "assistant" and e.usage]
     footer = Footer(stop_reason=stop, turns_used=turn, input_tokens=tokens_in, output_tokens=tokens_out,
+                    cost_usd=sum(c for c in costs if c is not None) if spec.price is not None else None,
                     message=message)
     if stop != "interrupted":
         writer.write(footer)

@@ -81,6 +81,23 @@ def test_budget_exhaustion_stops_the_run(tmp_path: Path) -> None:
     transcript.parse(out.transcript.read_bytes(), budget=2)
 
 
+def test_a_priced_run_records_each_turns_cost_and_the_total(tmp_path: Path) -> None:
+    """With a price (USD per million input and output tokens), every response's usage carries its
+    cost and the footer the run's; without one, no cost is claimed."""
+    script = [Reply(tool_calls=[("read_file", {"path": "task.toml"})]) for _ in range(3)]
+    with FakeLLM(script) as llm:
+        out = run_agent(_provider("openai", llm), _box(tmp_path), RunSpec("openai", "scripted-1", budget=3,
+                                                                          price=(3.0, 15.0)))
+    t = transcript.load(out.transcript)
+    costs = [e.usage.cost_usd for e in t.events if e.role == "assistant"]
+    assert costs == [pytest.approx((100 * 3.0 + 20 * 15.0) / 1e6)] * 3  # the fake answers 100 in / 20 out
+    assert out.footer.cost_usd == pytest.approx(sum(costs)) and t.footer.cost_usd == out.footer.cost_usd
+    with FakeLLM(script[:1]) as llm:
+        plain = run_agent(_provider("openai", llm), _box(tmp_path / "b"), RunSpec("openai", "scripted-1", budget=1))
+    assert plain.footer.cost_usd is None
+    assert all(e.usage.cost_usd is None for e in transcript.load(plain.transcript).events if e.usage)
+
+
 def test_malformed_and_refused_tool_calls_get_error_results_and_the_run_goes_on(tmp_path: Path) -> None:
     script = [
         Reply(tool_calls=[("write_kernel", '{"source": "unterminated'), ("launch_missiles", {}),
