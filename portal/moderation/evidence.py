@@ -35,13 +35,22 @@ SUSPICIOUS_TOOL_TEXT = {"references/": "the expert references", "expert.py": "th
                         "https://": "the network"}
 
 
-def transcript_flags(storage_name: str) -> list[str]:
-    """Tool calls of a stored transcript that mention something suspicious, with their turn."""
+def transcript_flags(storage_name: str, submission: Submission | None = None) -> list[str]:
+    """Tool calls of a stored transcript that mention something suspicious, with their turn; and
+    where its header names another model, provider or harness than the submission's manifest (a
+    transcript from another run, or names spelled two ways: a moderator's call, not a refusal)."""
     try:
         transcript = transcript_events(blob_read(storage_name))
     except (OSError, TranscriptError):
         return ["the stored transcript cannot be read"]
     flags = []
+    if submission is not None:
+        header = transcript.header
+        for what, said, filed in (("model", header.model, submission.model.name),
+                                  ("provider", header.provider, submission.model.provider),
+                                  ("harness", header.harness, submission.harness.name)):
+            if said.casefold() != filed.casefold():
+                flags.append(f"the transcript's header says {what} {said!r}; the manifest says {filed!r}")
     for event in transcript.events:
         for call in event.tool_calls or []:
             for needle, what in SUSPICIOUS_TOOL_TEXT.items():
@@ -111,7 +120,7 @@ def submission_evidence(sub: Submission) -> list[TaskEvidence]:
             if row.verdict not in ("clean", "unjudged"):
                 ev.flags.append(f"engine verdict: {row.verdict}")
         if task.transcript_storage_name:
-            ev.flags.extend(transcript_flags(task.transcript_storage_name))
+            ev.flags.extend(transcript_flags(task.transcript_storage_name, sub))
         previous = selectors.previous_published_kernel(sub, task.task.slug)
         if previous is not None and task.kernel_source:
             ev.diff_html = highlight_diff(previous.kernel_source, task.kernel_source,

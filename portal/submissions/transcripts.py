@@ -12,7 +12,7 @@ from agents.transcript import Event, Transcript, TranscriptError, parse
 from portal.submissions.problems import Problem
 
 
-def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget: int,
+def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget: int, mode: str = "kernel",
                      ) -> tuple[Transcript | None, list[Problem]]:
     try:
         transcript = parse(data, budget=budget)
@@ -25,10 +25,13 @@ def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget
     if header.guidance != guidance:
         problems.append(Problem(path, "transcript",
                                 f"its header says guidance {header.guidance!r}; the manifest says {guidance!r}"))
+    if header.mode != mode:
+        problems.append(Problem(path, "transcript",
+                                f"its header is a {header.mode} run; the manifest says mode {mode!r}"))
     return (None, problems) if problems else (transcript, [])
 
 
-__all__ = ["TranscriptError", "check_transcript", "transcript_events"]
+__all__ = ["TranscriptError", "check_transcript", "event_matches", "transcript_events"]
 
 
 def event_matches(event: Event, query: str) -> bool:

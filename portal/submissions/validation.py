@@ -101,7 +101,7 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
             problems.append(Problem(transcript_path, "missing-file", f"the transcript of task {slug} is not in the bundle"))
             return None
         transcript, t_problems = check_transcript(transcript_path, files[transcript_path], slug=slug,
-                                                  guidance=manifest.guidance, budget=manifest.budget)
+                                                  guidance=manifest.guidance, budget=manifest.budget, mode=manifest.mode)
         problems.extend(t_problems)
         if transcript is not None:
             if turns is not None and turns != transcript.turns_used:

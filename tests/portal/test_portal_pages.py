@@ -108,6 +108,9 @@ def test_transcript_viewer_escapes_and_folds(alpha):
     assert 'id="turn-1"' in html and "<code>check</code>" in html and "<details>" in html
     review = client_as(make_user("mod", moderator=True)).get(f"/moderation/{evaluated(sub).pk}/").content.decode()
     assert "turn 2: tool call read_file mentions &#x27;references/&#x27;" in review
+    # The header names another model and provider than the manifest: flagged for the moderator.
+    assert "the transcript&#x27;s header says model &#x27;m&#x27;; the manifest says &#x27;test-model&#x27;" in review
+    assert "header says provider &#x27;p&#x27;" in review and "header says harness" in review
     # Search: a tool call's arguments, any case; only the matching turns, their messages open; the
     # query is escaped back into the page.
     found = client_as(user).get(f"/submissions/{sub.pk}/transcript/silu-and-mul/?q=EXPERT.py").content.decode()

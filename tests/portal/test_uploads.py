@@ -159,10 +159,12 @@ def test_messages_name_the_file_and_the_rule(owner):
     assert str(info.value).startswith("silu-and-mul/kernel.py: line 1:") and "(rule: python-syntax)" in str(info.value)
 
 
-def _transcript(slug: str = "silu-and-mul", guidance: str = "none", turns: int = 2, budget: int = 350) -> str:
+def _transcript(slug: str = "silu-and-mul", guidance: str = "none", turns: int = 2, budget: int = 350,
+                mode: str = "kernel") -> str:
     import json
 
-    lines = [{"kind": "header", "provider": "p", "model": "m", "guidance": guidance, "budget": budget, "task": slug}]
+    lines = [{"kind": "header", "provider": "p", "model": "m", "guidance": guidance, "budget": budget, "task": slug,
+              "mode": mode}]
     for turn in range(1, turns + 1):
         lines.append({"kind": "event", "turn": turn, "role": "assistant", "content": f"<b>turn {turn}</b>"})
     lines.append({"kind": "footer", "stop_reason": "done", "turns_used": turns})
@@ -179,6 +181,7 @@ def test_transcripts_are_validated_and_give_turns_used(owner, media):
     for bad, why in ((_transcript(slug="fused-add-rmsnorm"), "header is for task"),
                      (_transcript(guidance="L1"), "guidance"),
                      (_transcript(turns=5, budget=4), "budget"),
+                     (_transcript(mode="design"), "its header is a design run; the manifest says mode 'kernel'"),
                      ("{not json\n", "not JSON")):
         blob = make_zip({"submission.toml": manifest_text(["silu-and-mul"]), "silu-and-mul/kernel.py": KERNEL,
                          "silu-and-mul/transcript.jsonl": bad})
