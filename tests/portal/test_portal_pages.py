@@ -220,3 +220,22 @@ def test_results_show_the_expert_timed_in_the_same_run(alpha):
     assert actions.do_record_task_result(attempt.pk, claim, result)
     html = client_as(user).get(f"/submissions/{sub.pk}/").content.decode()
     assert "Expert ms" in html and ">0.5000<" in html and ">1.25×<" in html
+    assert "scored at" not in html
+
+
+def test_a_workload_faster_than_light_shows_the_speedup_the_score_counts(alpha):
+    """Measured 2.5x at 2x the speed of light: the score counts it at the SOL bound, 1.25x, and the
+    results table says so beside the measurement."""
+    from evaluator.result import TrialResult
+    from evaluator.result import WorkloadResult as EngineWorkload
+
+    team, user = alpha
+    sub, _ = actions.check_create_submission(team=team, user=user, blob=expert_bundle(), filename="b.zip")
+    claim = actions.do_start_evaluation(sub.pk, 1, worker="w")
+    result = engine_result()
+    result.workloads = [EngineWorkload(name="W1", smoke=False, params={"T": 1}, flops=1.0, bytes=1.0, correct=True,
+                                       trials=[TrialResult(trial=0, seed=1, passed=True)],
+                                       speedup={"candidate": 2.5}, sol_fraction={"candidate": 2.0})]
+    assert actions.do_record_task_result(sub.attempts.get().pk, claim, result)
+    html = client_as(user).get(f"/submissions/{sub.pk}/").content.decode()
+    assert "2.50×" in html and "scored at 1.25×" in html
