@@ -146,6 +146,8 @@ class ReasonSerializer(serializers.Serializer):
 class DecisionSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Decision.choices)
     reason = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    other_node = serializers.BooleanField(required=False, default=False,
+                                          help_text="with rerun: not on the worker the latest attempt ran on")
 
 
 class TokenSerializer(serializers.ModelSerializer):

@@ -178,7 +178,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         form.is_valid(raise_exception=True)
         try:
             do_moderate(sub, moderator=request.user, decision=form.validated_data["decision"],
-                        reason=form.validated_data.get("reason", ""))
+                        reason=form.validated_data.get("reason", ""), other_node=form.validated_data["other_node"])
         except actions.InvalidTransition as exc:
             raise ApiError(str(exc), code="invalid_transition", status_code=409) from None
         return Response(s.SubmissionSerializer(selectors.submission_get(sub.pk),

@@ -15,12 +15,13 @@ from portal.submissions.models import Submission
 
 @transaction.atomic(durable=True)
 def do_moderate(submission: Submission, *, moderator: AbstractBaseUser, decision: str, reason: str = "",
-                hardware: str | None = None) -> ModerationDecision:
+                hardware: str | None = None, other_node: bool = False) -> ModerationDecision:
     """Approve (publish), reject (with a reason the team reads), request a re-run, or cancel.
 
     Approve and reject apply to an ``evaluated`` submission's current attempt, and reject also
     takes a ``published`` one down (off the board and the public pages); a re-run may be asked of
-    any finished submission; a cancel stops a queued or running one. Raises :class:`PermissionDenied` for a non-moderator and
+    any finished submission, on the same node or (``other_node``) another; a cancel stops a queued
+    or running one. Raises :class:`PermissionDenied` for a non-moderator and
     :class:`~portal.submissions.actions.InvalidTransition` for a move the state machine refuses.
     """
     if not is_moderator(moderator):
@@ -35,7 +36,7 @@ def do_moderate(submission: Submission, *, moderator: AbstractBaseUser, decision
         actions.do_reject(sub, user=moderator, reason=reason)
     elif decision == Decision.RERUN:
         actions.do_rerun(sub, user=moderator, reason=reason or "re-run requested by a moderator", by_moderator=True,
-                         hardware=hardware)
+                         hardware=hardware, other_node=other_node)
     elif decision == Decision.CANCEL:
         actions.do_cancel(sub, user=moderator, reason=reason or "cancelled by a moderator", by_moderator=True)
     else:

@@ -50,7 +50,8 @@ def decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     form = ReasonForm(request.POST)
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
     try:
-        do_moderate(sub, moderator=request.user, decision=decision, reason=reason)
+        do_moderate(sub, moderator=request.user, decision=decision, reason=reason,
+                    other_node=decision == Decision.RERUN and request.POST.get("node") == "other")
     except actions.InvalidTransition as exc:
         messages.error(request, str(exc))
         return redirect("moderation:review", pk=sub.pk)

@@ -250,6 +250,10 @@ D2K_QUOTA_CONCURRENT = env_int("D2K_QUOTA_CONCURRENT", 4)
 D2K_HEARTBEAT_S = env_int("D2K_HEARTBEAT_S", 5)
 D2K_HEARTBEAT_STALE_S = env_int("D2K_HEARTBEAT_STALE_S", 180)
 D2K_INFRA_RETRIES = env_int("D2K_INFRA_RETRIES", 2)
+#: A re-run asked for on another node: how often a worker that should not run it hands it back to
+#: the queue (then it runs there anyway, noted in the audit log), and how long each hand-back waits.
+D2K_OTHER_NODE_TRIES = env_int("D2K_OTHER_NODE_TRIES", 6)
+D2K_OTHER_NODE_WAIT_S = env_int("D2K_OTHER_NODE_WAIT_S", 10)
 #: The sweep re-sends the message of an attempt queued longer than this that the broker does not
 #: hold (portal/submissions/sweep.py): longer than a publish after commit ever takes.
 D2K_REQUEUE_GRACE_S = env_int("D2K_REQUEUE_GRACE_S", 60)

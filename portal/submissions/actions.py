@@ -118,13 +118,14 @@ def _locked(submission_id: int) -> Submission:
     return Submission.objects.select_for_update().get(pk=submission_id)
 
 
-def _new_attempt(sub: Submission, *, actor: Actor, reason: str, hardware: str | None = None) -> EvaluationAttempt:
+def _new_attempt(sub: Submission, *, actor: Actor, reason: str, hardware: str | None = None,
+                 avoid_worker: str = "") -> EvaluationAttempt:
     number = (sub.attempts.order_by("-number").values_list("number", flat=True).first() or 0) + 1
     if hardware and hardware != sub.hardware:
         raise InvalidTransition(sub.status, S.QUEUED, "a re-run on another hardware profile is a new submission")
     attempt = EvaluationAttempt.objects.create(submission=sub, number=number, status=S.QUEUED,
                                                queue=queue_for(sub.hardware, sub.mode), requested_by_label=actor.label,
-                                               request_reason=reason)
+                                               request_reason=reason, avoid_worker=avoid_worker)
     sub.current_attempt = attempt
     sub.save(update_fields=["current_attempt", "updated_at"])
     return attempt
@@ -238,8 +239,10 @@ def do_cancel(submission: Submission, *, user: AbstractBaseUser, reason: str = "
 
 @transaction.atomic
 def do_rerun(submission: Submission, *, user: AbstractBaseUser, reason: str = "", by_moderator: bool = False,
-             hardware: str | None = None) -> EvaluationAttempt:
-    """Queue a new attempt. A team's re-run counts against its concurrency quota."""
+             hardware: str | None = None, other_node: bool = False) -> EvaluationAttempt:
+    """Queue a new attempt. A team's re-run counts against its concurrency quota. With
+    ``other_node`` (moderators) the attempt avoids the worker the latest earlier attempt ran on: a
+    worker that receives it hands it back to the queue for another (portal.submissions.tasks)."""
     sub = _locked(submission.pk)
     allowed = MODERATOR_RERUNNABLE if by_moderator else TEAM_RERUNNABLE
     if sub.status not in allowed:
@@ -247,10 +250,15 @@ def do_rerun(submission: Submission, *, user: AbstractBaseUser, reason: str = ""
                                 + ("" if by_moderator else " by its team"))
     if not by_moderator:
         quota_check_locked(Team.objects.select_for_update().get(pk=sub.team_id), new_submission=False)
+    avoid = ""
+    if other_node:
+        avoid = sub.attempts.exclude(worker="").order_by("-number").values_list("worker", flat=True).first() or ""
+        if not avoid:
+            raise InvalidTransition(sub.status, S.QUEUED, "no earlier attempt ran on a node, so there is no other node")
     actor = Actor(user=user)
-    attempt = _new_attempt(sub, actor=actor, reason=reason or "re-run", hardware=hardware)
+    attempt = _new_attempt(sub, actor=actor, reason=reason or "re-run", hardware=hardware, avoid_worker=avoid)
     _transition(sub, S.QUEUED, actor=actor, attempt=attempt, reason=reason or "re-run requested",
-                data={"rerun": True})
+                data={"rerun": True, **({"avoid_worker": avoid} if avoid else {})})
     dispatch_on_commit(sub.pk, attempt.number, attempt.queue)
     return attempt
 

@@ -134,6 +134,8 @@ class EvaluationAttempt(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
     worker = models.CharField(max_length=200, blank=True)
+    avoid_worker = models.CharField(max_length=200, blank=True,
+                                    help_text="a re-run asked for on another node: the worker it should not run on")
     claim = models.CharField(max_length=32, blank=True)
     delivery = models.CharField(max_length=64, blank=True,
                                 help_text="the broker message (Celery task id) whose delivery holds the claim")

@@ -14,8 +14,11 @@ import logging
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 
+from portal.audit.services import audit_record
 from portal.submissions import actions
+from portal.submissions.constants import Status
 from portal.submissions.evaluation import evaluate_attempt
 from portal.submissions.models import EvaluationAttempt
 from portal.submissions.sweep import do_requeue_lost
@@ -33,6 +36,8 @@ def evaluate_submission_task(self, submission_id: int, number: int, **kwargs: ob
     if kwargs:
         log.warning("evaluate_submission_task(%s, %s): ignoring %s", submission_id, number, sorted(kwargs))
     worker = self.request.hostname or "worker"
+    if _hand_back(self, submission_id, number, worker):
+        raise self.retry(countdown=settings.D2K_OTHER_NODE_WAIT_S, max_retries=settings.D2K_OTHER_NODE_TRIES)
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
         outcome = evaluate_attempt(submission_id, number, worker=worker, delivery=self.request.id or "",
@@ -45,6 +50,25 @@ def evaluate_submission_task(self, submission_id: int, number: int, **kwargs: ob
                                           "the evaluation ran past the worker's time limit")
     log.info("evaluate_submission_task(%s, %s): %s", submission_id, number, outcome)
     return outcome
+
+
+def _hand_back(task, submission_id: int, number: int, worker: str) -> bool:  # noqa: ANN001
+    """Whether this worker should hand the attempt back to its queue: a moderator asked for it to
+    run on another node than ``worker``. After ``D2K_OTHER_NODE_TRIES`` hand-backs (no other
+    worker took it) it runs here, and the audit log says so."""
+    attempt = (EvaluationAttempt.objects.filter(submission_id=submission_id, number=number, status=Status.QUEUED)
+               .select_related("submission").first())
+    if attempt is None or not attempt.avoid_worker or attempt.avoid_worker != worker:
+        return False
+    if task.request.retries < settings.D2K_OTHER_NODE_TRIES:
+        log.info("evaluate_submission_task(%s, %s): asked to run on another node than %s; handed back (%d)",
+                 submission_id, number, worker, task.request.retries + 1)
+        return True
+    audit_record("attempt.node", attempt, system=worker, submission_id=submission_id,
+                 reason=f"no other node took attempt {number} after {settings.D2K_OTHER_NODE_TRIES} hand-backs; "
+                        f"it ran on {worker}, the node it was to avoid",
+                 data={"attempt": number, "avoid_worker": worker})
+    return False
 
 
 @shared_task(acks_late=True)

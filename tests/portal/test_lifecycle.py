@@ -116,3 +116,29 @@ def test_infrastructure_errors_are_retried_then_shown_and_use_no_quota(transacti
     again = client.post("/api/v1/submissions/", {"bundle": SimpleUploadedFile("b.zip", expert_bundle(guidance="L1")),
                                                   "hardware": "cpu-interpret"}, format="multipart")
     assert again.status_code == 201, again.json()
+
+
+def test_a_rerun_on_another_node_is_handed_back_by_the_node_it_avoids(transactional_db, catalogue, media,
+                                                                       portal_worker):
+    """A moderator asks for a re-run on another node than the first attempt's. The only worker is
+    that node: it hands the attempt back to the queue D2K_OTHER_NODE_TRIES times, then runs it
+    (no other node took it) and the audit log says so."""
+    from portal.moderation.services import do_moderate
+    from portal.submissions.actions import check_create_submission
+
+    team, owner = make_team("Alpha")
+    worker = portal_worker(D2K_OTHER_NODE_TRIES="2", D2K_OTHER_NODE_WAIT_S="0")
+    sub, _ = check_create_submission(team=team, user=owner, blob=expert_bundle(), filename="b.zip")
+    worker.wait_for("the first attempt", lambda: status_of(sub.pk) not in ("queued", "running"), timeout_s=300)
+    assert status_of(sub.pk) == "evaluated"
+    assert EvaluationAttempt.objects.get(submission=sub, number=1).worker == worker.name
+
+    do_moderate(Submission.objects.get(pk=sub.pk), moderator=make_user("mod", moderator=True), decision="rerun",
+                reason="check it on another GPU", other_node=True)
+    second = EvaluationAttempt.objects.get(submission=sub, number=2)
+    assert second.avoid_worker == worker.name
+    worker.wait_for("the second attempt", lambda: status_of(sub.pk) not in ("queued", "running"), timeout_s=300)
+    assert status_of(sub.pk) == "evaluated" and worker.log().count("handed back") == 2
+    note = AuditLog.objects.get(submission_id=sub.pk, action="attempt.node")
+    assert "no other node took attempt 2 after 2 hand-backs" in note.reason
+    assert EvaluationAttempt.objects.get(pk=second.pk).worker == worker.name

@@ -104,3 +104,26 @@ def test_the_review_page_offers_the_take_down(published):
     response = client_as(mod).post(f"/moderation/{sub.pk}/reject/", {"reason": REASON})
     assert response.status_code == 302
     assert Submission.objects.get(pk=sub.pk).status == Status.REJECTED
+
+
+def test_a_rerun_on_another_node_names_the_node_to_avoid(published, client):
+    """The re-run avoids the worker the latest earlier attempt ran on; with no such worker there is
+    no "other" node and the request is refused. The API takes the same choice."""
+    sub, _, mod = published
+    sub.attempts.update(worker="")
+    with pytest.raises(actions.InvalidTransition, match="no earlier attempt ran on a node"):
+        do_moderate(sub, moderator=mod, decision="rerun", other_node=True)
+    sub.attempts.filter(number=1).update(worker="gpu3@node-a")
+    from rest_framework.test import APIClient
+
+    api = APIClient(HTTP_HOST="localhost")
+    api.force_login(mod)
+    response = api.post(f"/api/v1/submissions/{sub.pk}/decisions/", {"decision": "rerun", "other_node": True},
+                        format="json")
+    assert response.status_code == 200, response.json()
+    attempt = sub.attempts.get(number=2)
+    assert attempt.avoid_worker == "gpu3@node-a" and attempt.status == Status.QUEUED
+    row = AuditLog.objects.filter(submission_id=sub.pk, to_status=Status.QUEUED).latest("pk")
+    assert row.data["avoid_worker"] == "gpu3@node-a"
+    review = client_as(mod).get(f"/moderation/{sub.pk}/").content.decode()
+    assert "asked not to run on gpu3@node-a" in review
