@@ -135,6 +135,11 @@ def reference_suite(hardware: str) -> ReferenceSuite | None:
     return cached("reference-suite", hardware, compute)
 
 
+def board_references(f: Filters) -> list[ReferenceRow]:
+    """The reference rows of a board: timings, so a board of judged design documents has none."""
+    return reference_rows(f.hardware, f.scope) if f.mode == "kernel" else []
+
+
 def reference_rows(hardware: str, scope: str = ALL) -> list[ReferenceRow]:
     slugs = suite(scope)
     out = [ReferenceRow("PyTorch eager", eager_reference(slugs), None)] if slugs else []

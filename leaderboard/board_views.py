@@ -114,8 +114,7 @@ def board_data(f: board_queries.Filters) -> list[dict[str, Any]]:
     if f.task:
         refs, found = task_board(f)
         return [task_row_dict(r, f) for r in (*refs, *found)]
-    refs = board_queries.reference_rows(f.hardware, f.scope) if f.mode == "kernel" else []  # timings only
-    return board_queries.cached("rows", f, lambda: [reference_dict(r, f) for r in refs]
+    return board_queries.cached("rows", f, lambda: [reference_dict(r, f) for r in board_queries.board_references(f)]
                                 + [row_dict(s) for s in board_queries.rows(f)])
 
 
@@ -168,25 +167,18 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
         resp = HttpResponse(buf.getvalue(), content_type="text/csv; charset=utf-8")
         resp["Content-Disposition"] = f'attachment; filename="d2k-leaderboard-{f.hardware}-{f.scope}.csv"'
         return resp
+    form = {"f": f, "table_rows": TABLE_ROWS, "profiles": board_queries.hardware_profiles() or [f.hardware],
+            "categories": board_queries.categories(), "tasks": _task_choices(), "guidance_choices": GUIDANCE,
+            "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP}
     if f.task:
         refs, found = task_board(f)
         return render(request, "leaderboard/board.html", {
-            "f": f, "task_rows": found[:TABLE_ROWS], "task_references": refs, "total_rows": len(found),
-            "table_rows": TABLE_ROWS, "profiles": board_queries.hardware_profiles() or [f.hardware],
-            "categories": board_queries.categories(), "tasks": _task_choices(),
-            "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
-            "charts": {}})
+            **form, "task_rows": found[:TABLE_ROWS], "task_references": refs, "total_rows": len(found), "charts": {}})
     qs = board_queries.rows(f)
     rows = list(qs[:TABLE_ROWS])
-    context = {
-        "f": f, "rows": rows, "total_rows": qs.count(), "table_rows": TABLE_ROWS,
-        # Reference rows are timings: a board of judged design documents has none.
-        "references": board_queries.reference_rows(f.hardware, f.scope) if f.mode == "kernel" else [],
-        "profiles": board_queries.hardware_profiles() or [f.hardware], "categories": board_queries.categories(),
-        "tasks": _task_choices(), "guidance_choices": GUIDANCE, "sorts": list(board_queries.SORTS), "penalty": FAILURE_PENALTY_SPEEDUP,
-        "charts": board_queries.cached("charts", f, lambda: _board_charts(f, rows)),
-    }
-    return render(request, "leaderboard/board.html", context)
+    return render(request, "leaderboard/board.html", {
+        **form, "rows": rows, "total_rows": qs.count(), "references": board_queries.board_references(f),
+        "charts": board_queries.cached("charts", f, lambda: _board_charts(f, rows))})
 
 
 def pairs(request: HttpRequest) -> HttpResponse:

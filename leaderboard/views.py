@@ -21,7 +21,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "tasks": selectors.task_list(), "is_home": True, "f": board,
         "rows": list(board_queries.rows(board)[:HOME_BOARD_ROWS]),
-        "references": board_queries.reference_rows(hardware, board.scope),
+        "references": board_queries.board_references(board),
         "latest": latest_published(HOME_LATEST_RUNS),
     }
     return render(request, "leaderboard/task_list.html", context)

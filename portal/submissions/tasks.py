@@ -3,7 +3,8 @@
 ``evaluate_submission_task(submission_id, number)`` is sent to the queue of the submission's
 hardware profile (:func:`portal.submissions.dispatch.dispatch_on_commit`). It is keyed by
 (submission, attempt number): a duplicate delivery finds the attempt claimed or finished and
-does nothing. Late acks, prefetch 1 and reject-on-worker-lost come from the app configuration
+does nothing; an attempt a moderator asked to run on another node is handed back to the queue by
+the worker it avoids (``_hand_back``). Late acks, prefetch 1 and reject-on-worker-lost come from the app configuration
 (``portal/settings/base.py``). ``reap_stale_runs_task`` (runs whose worker went quiet) and
 ``requeue_lost_task`` (queued runs whose broker message was lost) run on the beat schedule.
 """
