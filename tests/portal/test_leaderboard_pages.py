@@ -81,6 +81,26 @@ def test_filters_and_csv_export(board, client) -> None:
     assert len(rows) == 3 + 8
 
 
+def test_column_headers_sort_the_board_and_keep_the_filters(board, client) -> None:
+    """Each sortable header links to the same board sorted by it; the sorted one says so."""
+    html = client.get("/leaderboard/?hardware=h200&guidance=L1&sort=turns").content.decode()
+    head = html.split('id="leaderboard"')[1].split("</thead>")[0]
+    for key in ("model", "score", "correct", "geomean", "sol", "implementation", "turns", "date"):
+        assert f'href="?hardware=h200&amp;guidance=L1&amp;sort={key}"' in head, key
+    assert head.count("aria-sort=") == 1 and 'aria-sort="ascending" class="sorted"><a href="?hardware=h200&amp;guidance=L1&amp;sort=turns"' in head
+    assert "fast<sub>1.5</sub>" in head
+    rows = client.get("/leaderboard/?hardware=h200&guidance=L1&sort=turns&format=json").json()["rows"]
+    turns = [r["turns_used"] for r in rows if not r["reference"]]
+    assert turns == sorted(turns)
+    # the fast_1.5 cell of each row is the stored fraction
+    first = next(r for r in rows if not r["reference"])
+    cells = html.split(f'id="row-{first["submission"]}"')[1].split("</tr>")[0]
+    assert f'{first["fast_1.5"] * 100:.1f}%' in cells
+    # the home page shows the same table, unsorted headers as plain text
+    home = client.get("/").content.decode()
+    assert "sort=" not in home.split('id="leaderboard"')[1].split("</thead>")[0]
+
+
 def test_pairs_page_compares_each_guided_run_with_the_unguided_one(board, client) -> None:
     html = client.get("/leaderboard/pairs/?hardware=h200").content.decode()
     assert html.count('class="pair"') == 6  # 2 models x (L1, L1+L2, L1+L2+L3) vs none
