@@ -7,6 +7,7 @@ from rest_framework import serializers
 from leaderboard.models import Task, Workload
 from portal.moderation.models import Decision
 from portal.scores.models import JudgeScore
+from portal.submissions.constants import DEFAULT_BUDGET, Guidance
 from portal.submissions.models import (
     EvaluationAttempt,
     Submission,
@@ -15,6 +16,12 @@ from portal.submissions.models import (
     WorkloadResult,
 )
 from portal.submissions.selectors import progress_of, task_score
+from portal.submissions.validation import (
+    SINGLE_KERNEL_REQUIRED,
+    is_single_kernel,
+    single_kernel_bundle,
+    single_kernel_missing,
+)
 from portal.teams.models import ApiToken
 
 
@@ -95,9 +102,46 @@ class SubmissionSerializer(serializers.ModelSerializer):
 
 
 class SubmissionCreateSerializer(serializers.Serializer):
-    bundle = serializers.FileField(help_text=".zip or .tar.gz with submission.toml at its root")
+    """A bundle, or one kernel file (``*.py``) with the fields its manifest would carry (PORTAL.md)."""
+
+    bundle = serializers.FileField(help_text=".zip or .tar.gz with submission.toml at its root, "
+                                             "or one kernel file (.py) with the single-kernel fields")
     hardware = serializers.CharField(required=False, help_text="hardware profile; overrides the manifest's")
     team = serializers.SlugField(required=False, help_text="session auth only, when the user is in several teams")
+    task = serializers.SlugField(required=False, help_text="single kernel only (required): the task slug")
+    model = serializers.CharField(required=False, max_length=120, help_text="single kernel only (required)")
+    provider = serializers.CharField(required=False, max_length=80, help_text="single kernel only (required)")
+    harness = serializers.CharField(required=False, max_length=120, help_text="single kernel only (required)")
+    model_version = serializers.CharField(required=False, max_length=80, default="", help_text="single kernel only")
+    harness_version = serializers.CharField(required=False, max_length=80, default="", help_text="single kernel only")
+    guidance = serializers.ChoiceField(choices=Guidance.choices, default=Guidance.NONE, help_text="single kernel only")
+    budget = serializers.IntegerField(min_value=1, max_value=100_000, default=DEFAULT_BUDGET,
+                                      help_text="single kernel only: the agent's turn budget")
+
+    def validate(self, attrs: dict) -> dict:
+        upload = attrs["bundle"]
+        if is_single_kernel(upload.name):
+            if missing := single_kernel_missing(attrs):
+                raise serializers.ValidationError(
+                    {name: [f"a single kernel file ({upload.name}) needs this field"] for name in missing})
+        else:
+            given = [name for name in (*SINGLE_KERNEL_REQUIRED, "model_version", "harness_version")
+                     if attrs.get(name)]
+            if given:  # a bundle's manifest says these; two sources would disagree silently
+                raise serializers.ValidationError(
+                    {name: [f"only for a single kernel file; {upload.name} is a bundle, whose manifest says it"]
+                     for name in given})
+        return attrs
+
+    def bundle_blob(self) -> bytes:
+        """The upload as a bundle: a single kernel file is wrapped the same way the web form wraps it."""
+        data = self.validated_data
+        blob = data["bundle"].read()
+        if not is_single_kernel(data["bundle"].name):
+            return blob
+        return single_kernel_bundle(blob, slug=data["task"], model=data["model"], provider=data["provider"],
+                                    harness=data["harness"], guidance=data["guidance"], budget=data["budget"],
+                                    model_version=data["model_version"], harness_version=data["harness_version"])
 
 
 class WorkloadResultSerializer(serializers.ModelSerializer):

@@ -88,7 +88,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
                    responses={201: s.SubmissionSerializer, 200: s.SubmissionSerializer, 409: ERROR, 413: ERROR,
                               429: ERROR})
     def create(self, request: Request) -> Response:
-        """Upload a bundle; validated before anything is stored, then queued."""
+        """Upload a bundle, or one kernel file with its fields; validated before anything is stored, then queued."""
         form = s.SubmissionCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         team = acting_team(request, form.validated_data.get("team"))
@@ -99,7 +99,7 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
                                                             "message": "too large"}], status_code=413)
         try:
             sub, created = actions.check_create_submission(
-                team=team, user=request.user, blob=upload.read(), filename=upload.name,
+                team=team, user=request.user, blob=form.bundle_blob(), filename=upload.name,
                 hardware=form.validated_data.get("hardware"), idempotency_key=request.headers.get("Idempotency-Key", ""))
         except BundleInvalid as exc:
             raise ApiError("the bundle was refused: " + "; ".join(str(p) for p in exc.problems[:5]),

@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 
 from portal.submissions.constants import DEFAULT_BUDGET, Guidance
+from portal.submissions.validation import is_single_kernel, single_kernel_missing
 from portal.teams.models import Team
 
 
@@ -29,7 +30,7 @@ class SubmitForm(forms.Form):
     @property
     def is_single_kernel(self) -> bool:
         upload = self.cleaned_data.get("upload")
-        return bool(upload and upload.name.endswith(".py"))
+        return bool(upload and is_single_kernel(upload.name))
 
     def clean(self) -> dict:
         data = super().clean()
@@ -37,10 +38,8 @@ class SubmitForm(forms.Form):
         if upload is not None and upload.size > settings.D2K_UPLOAD_MAX_BYTES:
             raise forms.ValidationError(f"{upload.name}: is {upload.size:,} bytes; the limit is "
                                         f"{settings.D2K_UPLOAD_MAX_BYTES:,} (rule: upload-size)")
-        if upload is not None and self.is_single_kernel:
-            missing = [name for name in ("task", "model", "provider", "harness") if not data.get(name)]
-            if missing:
-                raise forms.ValidationError(f"a single kernel file needs these fields: {', '.join(missing)}")
+        if upload is not None and self.is_single_kernel and (missing := single_kernel_missing(data)):
+            raise forms.ValidationError(f"a single kernel file needs these fields: {', '.join(missing)}")
         return data
 
 

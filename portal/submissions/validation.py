@@ -155,6 +155,20 @@ def check_bundle(blob: bytes, filename: str, *, known_tasks: dict[str, KnownTask
                            manifest=manifest, hardware=profile, tasks=tasks)
 
 
+#: The fields a single kernel file needs in place of a manifest (the web form and the API).
+SINGLE_KERNEL_REQUIRED = ("task", "model", "provider", "harness")
+
+
+def is_single_kernel(filename: str) -> bool:
+    """An upload named ``*.py`` is one kernel file with form fields; anything else is a bundle."""
+    return filename.endswith(".py")
+
+
+def single_kernel_missing(fields: dict) -> list[str]:
+    """The required single-kernel fields that ``fields`` leaves empty, in a fixed order."""
+    return [name for name in SINGLE_KERNEL_REQUIRED if not fields.get(name)]
+
+
 def single_kernel_bundle(kernel: bytes, *, slug: str, model: str, provider: str, harness: str, guidance: str,
                          budget: int, model_version: str = "", harness_version: str = "",
                          transcript: bytes | None = None, turns_used: int | None = None) -> bytes:

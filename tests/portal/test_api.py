@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from portal.submissions.models import Submission
 from portal.teams.models import ApiToken
 from portal.teams.services import token_create
-from tests.portal.factories import expert_bundle, make_team, make_user, make_zip, manifest_text
+from tests.portal.factories import expert_bundle, expert_source, make_team, make_user, make_zip, manifest_text
 
 pytestmark = pytest.mark.django_db
 
@@ -62,6 +62,39 @@ def test_refusal_has_a_consistent_error_body(alpha):
     missing = client.post("/api/v1/submissions/", {}, format="multipart")
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "invalid"
     assert "bundle" in missing.json()["error"]["details"]
+
+
+def test_a_single_kernel_file_with_its_fields_is_a_one_task_submission(alpha):
+    """PORTAL.md: one kernel file plus form fields is accepted, through the API as through the web form."""
+    client = client_for(*alpha)
+    kernel = SimpleUploadedFile("kernel.py", expert_source("silu-and-mul").encode())
+    fields = {"task": "silu-and-mul", "model": "m-1", "provider": "p", "harness": "h", "guidance": "L1", "budget": 40,
+              "model_version": "2026-11"}
+    response = client.post("/api/v1/submissions/", {"bundle": kernel, **fields}, format="multipart")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["status"] == "queued" and [t["slug"] for t in body["tasks"]] == ["silu-and-mul"]
+    sub = Submission.objects.get(pk=body["id"])
+    assert (sub.model.name, sub.model.provider, sub.model.version, sub.harness.name, sub.guidance, sub.budget) == (
+        "m-1", "p", "2026-11", "h", "L1", 40)
+
+
+def test_a_single_kernel_file_without_its_fields_or_a_bundle_with_them_is_refused(alpha):
+    client = client_for(*alpha)
+    kernel = SimpleUploadedFile("kernel.py", expert_source("silu-and-mul").encode())
+    response = client.post("/api/v1/submissions/", {"bundle": kernel, "task": "silu-and-mul", "model": "m"},
+                           format="multipart")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid" and set(error["details"]) == {"provider", "harness"}
+    assert "kernel.py" in error["details"]["provider"][0]
+    both = upload(client, expert_bundle(), model="m")  # the manifest names the model
+    assert both.status_code == 400 and set(both.json()["error"]["details"]) == {"model"}
+    unknown = client.post("/api/v1/submissions/", {"bundle": SimpleUploadedFile("k.py", b"x = 1\n"), "task": "no-such",
+                                                   "model": "m", "provider": "p", "harness": "h"}, format="multipart")
+    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "invalid_bundle"
+    assert {d["rule"] for d in unknown.json()["error"]["details"]} == {"unknown-task"}
+    assert Submission.objects.count() == 0
 
 
 def test_anonymous_and_bad_tokens(alpha):
