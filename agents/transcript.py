@@ -10,6 +10,7 @@ transcript means one thing everywhere.
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -98,10 +99,16 @@ class TranscriptError(ValueError):
     """A transcript that does not follow the format; the message names the line and the rule."""
 
 
-def parse(text: str | bytes, budget: int | None = None, require_footer: bool = True) -> Transcript:
+def parse(text: str | bytes, budget: int | None = None, require_footer: bool = True,
+          strict: bool = True) -> Transcript:
     """Validate a JSONL transcript; raises :class:`TranscriptError` naming the first bad line.
 
-    ``budget`` (the submission's turn budget) caps the turns the transcript may use.
+    ``budget`` (the submission's turn budget) caps the turns the transcript may use. ``strict``
+    (uploads, imports, the CLI) also checks that the turns are counted, not claimed: model
+    responses are numbered 1, 2, 3... with every other event carrying the turn of the response
+    before it, each tool result answers a call of that response, and the footer's totals are the
+    events' sums (:func:`_check_structure`). ``strict=False`` is for displaying a transcript stored
+    before those rules: it keeps the format's line rules only.
     """
     if isinstance(text, bytes):
         if len(text) > MAX_TRANSCRIPT_BYTES:
@@ -113,6 +120,7 @@ def parse(text: str | bytes, budget: int | None = None, require_footer: bool = T
     header: Header | None = None
     events: list[Event] = []
     footer: Footer | None = None
+    lines_of: list[int] = []  # each event's line number, for the structure check's messages
     for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -143,12 +151,15 @@ def parse(text: str | bytes, budget: int | None = None, require_footer: bool = T
             if events and line.turn < events[-1].turn:
                 raise TranscriptError(f"line {n}: turn {line.turn} after turn {events[-1].turn}")
             events.append(line)
+            lines_of.append(n)
         else:
             footer = line
     if header is None:
         raise TranscriptError("empty transcript: no header")
     if require_footer and footer is None:
         raise TranscriptError("no footer: the transcript is incomplete")
+    if strict:
+        _check_structure(events, lines_of, footer)
     t = Transcript(header=header, events=events, footer=footer)
     limit = min(budget, header.budget) if budget is not None else header.budget
     if t.turns_used > limit:
@@ -156,6 +167,46 @@ def parse(text: str | bytes, budget: int | None = None, require_footer: bool = T
     if footer is not None and footer.turns_used != t.turns_used:
         raise TranscriptError(f"footer says {footer.turns_used} turns, the events use {t.turns_used}")
     return t
+
+
+def _check_structure(events: list[Event], lines_of: list[int], footer: Footer | None) -> None:
+    """The turn count is the number of model responses, so it must not be a number a file claims.
+
+    A transcript whose responses all say ``turn: 1`` would otherwise pass any budget, and the
+    board shows the count beside the score. The agent loop and the importers write exactly this
+    structure (``loop.run_agent``, ``importers``).
+    """
+    responses = 0
+    open_calls: set[str] = set()  # the current response's tool calls not yet answered
+    for event, n in zip(events, lines_of, strict=True):
+        if event.role == "assistant":
+            if event.turn != responses + 1:
+                raise TranscriptError(f"line {n}: a model response numbered turn {event.turn}; it is response "
+                                      f"{responses + 1} (turns count model responses, one each)")
+            responses = event.turn
+            open_calls = {c.id for c in event.tool_calls or ()}
+            continue
+        if event.turn != responses:
+            raise TranscriptError(f"line {n}: a {event.role} event of turn {event.turn} after model response "
+                                  f"{responses}: events between two responses carry the earlier one's turn")
+        if event.role == "tool":
+            if event.tool_call_id not in open_calls:
+                raise TranscriptError(f"line {n}: a tool result for call {event.tool_call_id!r}, which turn "
+                                      f"{responses}'s model response did not make (or was answered already)")
+            open_calls.discard(event.tool_call_id)
+    if footer is None:
+        return
+    usages = [e.usage for e in events if e.role == "assistant" and e.usage]
+    for name in ("input_tokens", "output_tokens"):
+        total = sum(getattr(u, name) for u in usages)
+        if getattr(footer, name) != total:
+            raise TranscriptError(f"footer says {getattr(footer, name):,} {name.replace('_', ' ')}; "
+                                  f"the model responses' usage sums to {total:,}")
+    if footer.cost_usd is not None:
+        total_cost = sum(u.cost_usd for u in usages if u.cost_usd is not None)
+        if not math.isclose(footer.cost_usd, total_cost, rel_tol=1e-6, abs_tol=1e-9):
+            raise TranscriptError(f"footer says a cost of ${footer.cost_usd:.6g}; "
+                                  f"the model responses' costs sum to ${total_cost:.6g}")
 
 
 def load(path: Path, require_footer: bool = True) -> Transcript:

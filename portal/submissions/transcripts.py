@@ -3,7 +3,7 @@
 The format belongs to the agents (issue 9, ``agents/transcript.py``, docs/agents.md): JSONL with a
 header line, events in turn order and a footer. This module calls that validator and adds what
 only the portal knows: the transcript must be about the task it is filed under, under the
-submission's guidance condition, within the submission's turn budget. Extend the checks here.
+submission's guidance condition and mode, with the submission's turn budget and within it. Extend the checks here.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget
     if header.guidance != guidance:
         problems.append(Problem(path, "transcript",
                                 f"its header says guidance {header.guidance!r}; the manifest says {guidance!r}"))
+    if header.budget != budget:  # the budget is part of what pairs two runs (PORTAL.md)
+        problems.append(Problem(path, "transcript",
+                                f"its header says a turn budget of {header.budget}; the manifest says {budget}"))
     if header.mode != mode:
         problems.append(Problem(path, "transcript",
                                 f"its header is a {header.mode} run; the manifest says mode {mode!r}"))
@@ -44,5 +47,6 @@ def event_matches(event: Event, query: str) -> bool:
 
 
 def transcript_events(data: bytes) -> Transcript:
-    """Parse a stored (already validated) transcript for display."""
-    return parse(data, require_footer=False)
+    """Parse a stored (already validated) transcript for display: the line rules only, so a
+    transcript stored before a later structure rule still shows."""
+    return parse(data, require_footer=False, strict=False)

@@ -95,3 +95,51 @@ def test_importers_refuse_what_they_do_not_understand() -> None:
         importers.import_log(json.dumps({"messages": [{"role": "robot", "content": "x"}]}), "openai-chat", _header())
     with pytest.raises(TranscriptError, match="budget is 1"):
         importers.import_log(json.dumps(CHAT), "openai-chat", _header(budget=1))
+
+
+def _lines(*events: dict, footer: dict | None = None) -> str:
+    head = {"kind": "header", "provider": "p", "model": "m", "guidance": "none", "budget": 3, "task": "silu-and-mul"}
+    foot = footer or {"kind": "footer", "stop_reason": "done",
+                      "turns_used": max((e["turn"] for e in events), default=0)}
+    return "\n".join(json.dumps(x) for x in (head, *({"kind": "event", **e} for e in events), foot))
+
+
+def _said(turn: int, *calls: str, **usage: int) -> dict:
+    e = {"turn": turn, "role": "assistant", "content": "x"}
+    if calls:
+        e["tool_calls"] = [{"id": c, "name": "check", "arguments": "{}"} for c in calls]
+    if usage:
+        e["usage"] = usage
+    return e
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # fifty model responses all claiming turn 1 would pass a budget of 3 by the largest number
+    (_lines(*[_said(1) for _ in range(50)]), "line 3: a model response numbered turn 1; it is response 2"),
+    (_lines(_said(0)), "line 2: a model response numbered turn 0; it is response 1"),
+    (_lines(_said(2)), "line 2: a model response numbered turn 2; it is response 1"),
+    (_lines(_said(1, "c1"), {"turn": 2, "role": "tool", "tool_call_id": "c1", "content": "ok"}),
+     "line 3: a tool event of turn 2 after model response 1"),
+    (_lines(_said(1, "c1"), {"turn": 1, "role": "tool", "tool_call_id": "c9", "content": "ok"}),
+     "line 3: a tool result for call 'c9', which turn 1's model response did not make"),
+    (_lines(_said(1, "c1"), *[{"turn": 1, "role": "tool", "tool_call_id": "c1", "content": "ok"}] * 2),
+     "line 4: a tool result for call 'c1'.*answered already"),
+    (_lines(_said(1, input_tokens=500, output_tokens=20),
+            footer={"kind": "footer", "stop_reason": "done", "turns_used": 1, "input_tokens": 999_999,
+                    "output_tokens": 20}), "footer says 999,999 input tokens; the model responses' usage sums to 500"),
+    (_lines(_said(1), footer={"kind": "footer", "stop_reason": "done", "turns_used": 1, "cost_usd": 3.5}),
+     r"footer says a cost of \$3.5; the model responses' costs sum to \$0"),
+])
+def test_turns_and_totals_are_counted_not_claimed(text: str, message: str) -> None:
+    with pytest.raises(TranscriptError, match=message):
+        transcript.parse(text)
+
+
+def test_a_consistent_transcript_with_usage_and_cost_passes_and_display_skips_the_structure_rules() -> None:
+    good = _lines(_said(1, "c1", input_tokens=5, output_tokens=2), {"turn": 1, "role": "tool", "tool_call_id": "c1"},
+                  {"turn": 1, "role": "user", "content": "more"}, _said(2, input_tokens=7, output_tokens=1),
+                  footer={"kind": "footer", "stop_reason": "done", "turns_used": 2, "input_tokens": 12,
+                          "output_tokens": 3})
+    assert transcript.parse(good).turns_used == 2
+    claimed = _lines(*[_said(1) for _ in range(5)])
+    assert len(transcript.parse(claimed, strict=False).events) == 5  # a transcript stored before the rules shows

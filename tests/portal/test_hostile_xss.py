@@ -39,7 +39,8 @@ def hostile_transcript() -> str:
          "guidance": "none", "budget": 350, "task": "silu-and-mul"},
         {"kind": "event", "turn": 0, "role": "user", "content": P("prompt")},
         {"kind": "event", "turn": 1, "role": "assistant", "content": P("content"),
-         "tool_calls": [{"id": P("callid"), "name": P("tool"), "arguments": P("args")}]},
+         "tool_calls": [{"id": P("callid"), "name": P("tool"), "arguments": P("args")},
+                        {"id": P("resultid"), "name": "check", "arguments": "{}"}]},
         {"kind": "event", "turn": 1, "role": "tool", "tool_call_id": P("resultid"), "content": P("result")},
         {"kind": "footer", "stop_reason": "done", "turns_used": 1, "message": P("footer")},
     ]

@@ -92,7 +92,8 @@ def test_detail_is_private_until_published_and_escapes_everything(alpha):
 
 def test_transcript_viewer_escapes_and_folds(alpha):
     team, user = alpha
-    lines = [{"kind": "header", "provider": "p", "model": "m", "guidance": "none", "budget": 10, "task": "silu-and-mul"},
+    lines = [{"kind": "header", "provider": "p", "model": "m", "guidance": "none", "budget": 350,
+              "task": "silu-and-mul"},
              {"kind": "event", "turn": 1, "role": "assistant", "content": XSS,
               "tool_calls": [{"id": "c1", "name": "check", "arguments": "{\"smoke\": true}"}]},
              {"kind": "event", "turn": 1, "role": "tool", "tool_call_id": "c1", "content": "all correct"},

@@ -182,6 +182,9 @@ def test_transcripts_are_validated_and_give_turns_used(owner, media):
                      (_transcript(guidance="L1"), "guidance"),
                      (_transcript(turns=5, budget=4), "budget"),
                      (_transcript(mode="design"), "its header is a design run; the manifest says mode 'kernel'"),
+                     (_transcript(budget=100), "its header says a turn budget of 100; the manifest says 350"),
+                     (_transcript(turns=3).replace('"turn": 3', '"turn": 2').replace('"turns_used": 3', '"turns_used": 2'),
+                      "a model response numbered turn 2; it is response 3"),
                      ("{not json\n", "not JSON")):
         blob = make_zip({"submission.toml": manifest_text(["silu-and-mul"]), "silu-and-mul/kernel.py": KERNEL,
                          "silu-and-mul/transcript.jsonl": bad})
