@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Avg
 
 from agents.judge import PROMPT_VERSION
 from evaluator.scoring import TaskScore as Score
@@ -82,10 +82,24 @@ def record_scores(submission: Submission) -> list[SubmissionScore]:
 
 def judge_means(submission: Submission) -> dict[str, float | None]:
     """The board's judge columns: the mean judge score of the submission's tasks, per kind, under
-    the current prompt version (None where nothing is judged)."""
+    the current prompt version (None where nothing is judged).
+
+    Each task counts once: its newest judgement by the configured judge model (``D2K_JUDGE_MODEL``,
+    which publication judges with), or its newest by any model where none is configured. Averaging
+    every stored row would count a task twice once the judge model changed between evaluation and
+    publication, and mix two judges' scales in one number.
+    """
     scores = JudgeScore.objects.filter(submission_task__submission=submission, prompt_version=PROMPT_VERSION)
-    return {"design_score": scores.filter(kind="design").aggregate(v=Avg("score"))["v"],
-            "implementation_score": scores.filter(kind="implementation").aggregate(v=Avg("score"))["v"]}
+    if settings.D2K_JUDGE_MODEL:
+        scores = scores.filter(judge_model=settings.D2K_JUDGE_MODEL)
+    newest: dict[tuple[int, str], float] = {}
+    for task_id, kind, score in scores.order_by("-created_at", "-pk").values_list("submission_task_id", "kind", "score"):
+        newest.setdefault((task_id, kind), score)
+    means: dict[str, float | None] = {}
+    for kind in ("design", "implementation"):
+        values = [v for (_, k), v in newest.items() if k == kind]
+        means[f"{kind}_score"] = sum(values) / len(values) if values else None
+    return means
 
 
 @transaction.atomic

@@ -131,3 +131,26 @@ def test_the_design_board_ranks_by_the_judge_and_shows_no_timings(catalogue, med
     assert [table.index(f'id="row-{pk}"') for pk in order] == sorted(table.index(f'id="row-{pk}"') for pk in order)
     assert "85.0" in table and "not judged yet" in table
     assert "Performance Score" not in table and 'class="reference"' not in table and "0.100" not in table
+
+
+@pytest.mark.django_db
+def test_the_board_counts_each_task_once_by_the_configured_judge(catalogue, media, settings):
+    """A task judged by two models (the judge model changed between evaluation and publication)
+    counts once on the board, with the configured model's score; without a configured judge, the
+    newest judgement counts."""
+    from portal.scores.services import judge_means
+
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-2"
+    team, user = make_team("Two")
+    sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+    st = sub.tasks.get()
+    for model, score in (("judge-1", 20.0), ("judge-2", 90.0)):
+        JudgeScore.objects.create(submission_task=st, kind="design", score=score, levels={"L1": score}, items=[],
+                                  judge_model=model, prompt_version=PROMPT_VERSION, raw_answers=[], attempts=1)
+    JudgeScore.objects.create(submission_task=st, kind="design", score=5.0, levels={}, items=[],
+                              judge_model="judge-2", prompt_version="judge-v0", raw_answers=[], attempts=1)
+    assert judge_means(sub) == {"design_score": 90.0, "implementation_score": None}
+    settings.D2K_JUDGE_MODEL = ""
+    assert judge_means(sub)["design_score"] == 90.0  # the newest, not the mean of 20 and 90
+    settings.D2K_JUDGE_MODEL = "judge-3"  # configured, but not yet run on this task
+    assert judge_means(sub)["design_score"] is None
