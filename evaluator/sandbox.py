@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,20 +103,38 @@ def namespaces() -> tuple[str, ...]:
     return chosen
 
 
+#: Namespaces a required sandbox may not drop: without them a kernel reaches the network, or
+#: sees and signals the host's processes (EVALUATION.md, Sandbox).
+REQUIRED_NAMESPACES = ("net", "pid")
+
+
+def dropped_namespaces() -> tuple[str, ...]:
+    """The namespaces ``D2K_SANDBOX_UNSHARE`` leaves out, in ``NAMESPACES`` order."""
+    chosen = set(namespaces())
+    return tuple(ns for ns in NAMESPACES if ns not in chosen)
+
+
 @functools.cache
 def probe() -> tuple[bool, str]:
-    """(works, why not): bubblewrap is installed and can create its namespaces here."""
-    bwrap = shutil.which("bwrap")
-    if not bwrap:
+    """(works, why not): bubblewrap is installed and runs a worker's own command line here.
+
+    The probe is :func:`bwrap_command` itself (every flag a worker gets: ``--size``,
+    ``--cap-drop``, ``--new-session``, ``--remount-ro``, ``--clearenv``, the namespaces) starting
+    this interpreter. A lighter probe passed where bubblewrap is too old for ``--size`` (before
+    0.7) or installed setuid, and then every worker failed, which read as the kernel crashing.
+    """
+    if not shutil.which("bwrap"):
         return False, "bubblewrap (bwrap) is not installed"
-    cmd = [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--die-with-parent",
-           *[f"--unshare-{ns}" for ns in namespaces()], "--", "/bin/true"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return False, f"bubblewrap did not start: {exc}"
+    with tempfile.TemporaryDirectory(prefix="d2k-probe-") as tmp:
+        cmd = bwrap_command([sys.executable, "-c", "pass"], workdir=Path(tmp), code_dirs=[], files={}, hidden=[],
+                            gpu=False, env={})
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return False, f"bubblewrap did not start: {exc}"
     if proc.returncode != 0:
-        return False, f"bubblewrap cannot create its namespaces here: {proc.stderr.strip()[:300]}"
+        return False, ("bubblewrap cannot run a worker's command line here (its namespaces, or a flag such as "
+                       f"--size, which needs bubblewrap 0.7 and no setuid install): {proc.stderr.strip()[:300]}")
     return True, ""
 
 
@@ -128,9 +147,17 @@ def decide() -> tuple[bool, str]:
     chosen = mode()
     if chosen == "off":
         return False, "sandbox disabled (D2K_SANDBOX=off): the worker ran without bubblewrap"
+    dropped = dropped_namespaces()
+    if chosen == "require" and (missing := [ns for ns in REQUIRED_NAMESPACES if ns in dropped]):
+        raise errors.EvaluatorError(
+            f"the sandbox is required (D2K_SANDBOX=require), and D2K_SANDBOX_UNSHARE leaves out the "
+            f"{' and '.join(missing)} namespace{'s' if len(missing) > 1 else ''}, which it needs",
+            code=errors.INFRA_SANDBOX)
     ok, why = probe()
     if ok:
-        return True, ""
+        # A partial sandbox is recorded on every result, so a moderator sees what it lacked.
+        return True, (f"the sandbox ran without the {', '.join(dropped)} namespace(s) (D2K_SANDBOX_UNSHARE)"
+                      if dropped else "")
     if chosen == "require":
         raise errors.EvaluatorError(f"the sandbox is required (D2K_SANDBOX=require) but {why}",
                                     code=errors.INFRA_SANDBOX)

@@ -109,6 +109,49 @@ def test_unknown_setting_is_an_error(monkeypatch):
         sandbox.namespaces()
 
 
+def test_the_probe_runs_a_workers_own_command_line(tmp_path, monkeypatch):
+    """A bubblewrap that starts but refuses a flag workers need (``--size`` before 0.7, or a
+    setuid install) fails the probe, so ``require`` refuses the run instead of every worker
+    failing as if the kernel had crashed."""
+    fake = tmp_path / "bwrap"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = "--size" ] && { echo "bwrap: Unknown option --size" >&2; '
+                    'exit 1; }; done\nexit 0\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("D2K_SANDBOX", "require")
+    sandbox.probe.cache_clear()
+    try:
+        ok, why = sandbox.probe()
+        with pytest.raises(errors.EvaluatorError, match="Unknown option --size"):
+            sandbox.decide()
+    finally:
+        sandbox.probe.cache_clear()
+    assert not ok and "--size" in why
+
+
+def test_require_refuses_a_sandbox_without_network_or_pid_isolation(monkeypatch):
+    monkeypatch.setenv("D2K_SANDBOX", "require")
+    monkeypatch.setenv("D2K_SANDBOX_UNSHARE", "user,ipc,uts")
+    with pytest.raises(errors.EvaluatorError, match="leaves out the net and pid namespaces") as info:
+        sandbox.decide()
+    assert info.value.code == errors.INFRA_SANDBOX
+    monkeypatch.setenv("D2K_SANDBOX_UNSHARE", ",")  # parses as nothing: every namespace dropped
+    with pytest.raises(errors.EvaluatorError, match="leaves out"):
+        sandbox.decide()
+
+
+@needs_sandbox
+def test_a_partial_sandbox_is_recorded_on_the_result(monkeypatch):
+    monkeypatch.setenv("D2K_SANDBOX", "auto")
+    monkeypatch.setenv("D2K_SANDBOX_UNSHARE", "user,ipc,pid,net,cgroup")
+    sandbox.probe.cache_clear()
+    try:
+        sandboxed, note = sandbox.decide()
+    finally:
+        sandbox.probe.cache_clear()
+    assert sandboxed and note == "the sandbox ran without the uts namespace(s) (D2K_SANDBOX_UNSHARE)"
+
+
 @pytest.mark.interpreter
 def test_off_runs_without_the_sandbox_and_says_so(monkeypatch):
     monkeypatch.setenv("D2K_SANDBOX", "off")
