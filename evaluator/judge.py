@@ -218,13 +218,20 @@ class Judge:
     def check_values(self, outs: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...], cand_inputs: Inputs,
                      pristine: Inputs, params: Mapping[str, Any],
                      allowed: list[float] | None) -> tuple[TrialResult | None, dict[str, float]]:
-        """The checks the judge makes on its own memory: read-only inputs, then each output
-        (copied by the worker into the judge's slots) against the reference."""
+        """The checks the judge makes on its own memory: read-only inputs, inputs updated in place,
+        then each output (copied by the worker into the judge's slots) against the reference."""
         spec = self.task.spec
         ratios: dict[str, float] = {}
         for arg in spec.inputs:
             if not arg.writable and not _bits_equal(cand_inputs[arg.name], pristine[arg.name]):
                 return _fail("read-only", arg.name, "a read-only input was modified"), ratios
+        updated = {a.name for a in spec.inputs if a.updated}
+        for out, decl in zip(outs, spec.outputs, strict=True):
+            # A kernel that returns a fresh copy but leaves the cache (or state) unwritten would be
+            # useless in the server it comes from, whatever its returned values.
+            if decl.may_alias in updated and not _bits_equal(cand_inputs[decl.may_alias], out):
+                return _fail("in-place", decl.may_alias, f"{decl.may_alias} must be updated in place, but after the "
+                                                         f"call it does not hold the returned {decl.name}"), ratios
         try:
             outs = self.canonical(outs, pristine, params)
         except Exception as exc:  # outputs of the right shape and dtype can still be nonsense

@@ -226,6 +226,14 @@ def _validate_task(task: Task, root: Path, problems: list[Problem]) -> None:
             problems.append(Problem(rel_toml, f"outputs.{i}.may_alias", f"no input named {out.may_alias!r}"))
         elif out.may_alias and not _input(spec.inputs, out.may_alias).writable:
             problems.append(Problem(rel_toml, f"outputs.{i}.may_alias", f"input {out.may_alias!r} is not writable"))
+    aliased = {out.may_alias for out in spec.outputs if out.may_alias}
+    for i, arg in enumerate(spec.inputs):
+        if arg.updated and not arg.writable:
+            problems.append(Problem(rel_toml, f"inputs.{i}.updated", f"input {arg.name!r} is updated in place, "
+                                                                      "so it must be writable"))
+        elif arg.updated and arg.name not in aliased:
+            problems.append(Problem(rel_toml, f"inputs.{i}.updated", f"input {arg.name!r} is updated in place, "
+                                                                      "but no output names it in may_alias"))
     for i, w in enumerate(spec.workloads):
         _check_workload(task, w, f"workloads.{i} ({w.name})", rel_toml, problems)
     for i, w in enumerate(spec.smoke):

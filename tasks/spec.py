@@ -82,6 +82,9 @@ class TensorArg(_Strict):
     shape: list[int | str]
     dtype: str
     writable: bool = False
+    # The kernel must update it in place (vLLM's caches, a conv state): after the call it holds the
+    # output that names it in ``may_alias``. Implies ``writable``; the judge checks it (rule "in-place").
+    updated: bool = False
     init: Init = Init()
     doc: str = ""
 
