@@ -1,19 +1,24 @@
-"""The run folder as a submission bundle (docs/bundle-format.md): manifest, kernels, transcripts.
+"""The run folder as a submission bundle (docs/bundle-format.md): manifest, kernels or designs, transcripts.
 
-``python -m agents run`` writes ``<out>/<slug>/kernel.py`` and ``<out>/<slug>/transcript.jsonl``
-per task; this writes ``submission.toml`` beside them and zips exactly the files the portal
-reads, so ``--submit`` uploads what the run produced and nothing else from the folder.
+``python -m agents run`` writes ``<out>/<slug>/kernel.py`` (or, in design mode,
+``<out>/<slug>/design.md``) and ``<out>/<slug>/transcript.jsonl`` per task; this writes
+``submission.toml`` beside them and zips exactly the files the manifest points the portal at, so
+``--submit`` uploads what the run produced and nothing else from the folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 MANIFEST = "submission.toml"
+#: The file each task of a run must have produced to be listed, by mode (the portal's defaults).
+PRODUCT = {"kernel": "kernel.py", "design": "design.md"}
+TRANSCRIPT = "transcript.jsonl"
 
 
 @dataclass(frozen=True)
@@ -27,36 +32,76 @@ class RunManifest:
     mode: str = "kernel"
     hardware: str = ""
 
-    def toml(self, tasks: list[str]) -> str:
+    def toml(self, tasks: list[str | dict[str, str]]) -> str:
+        """The manifest; a task is a slug (files by convention) or a table naming its files."""
         lines = ["# written by python -m agents run", "schema_version = 1"]
         for key in ("model", "provider", "harness", "harness_version", "guidance", "mode"):
             lines.append(f"{key} = {json.dumps(getattr(self, key))}")
         lines.append(f"budget = {self.budget}")
         if self.hardware:
             lines.append(f"hardware = {json.dumps(self.hardware)}")
-        lines.append(f"tasks = [{', '.join(json.dumps(s) for s in tasks)}]")
+        lines.append(f"tasks = [{', '.join(_toml_value(t) for t in tasks)}]")
         return "\n".join(lines) + "\n"
 
 
+def _toml_value(value: str | dict[str, str]) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    return "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + "}"
+
+
 def write_manifest(run_dir: Path, manifest: RunManifest) -> list[str]:
-    """Write ``submission.toml`` for the tasks of the run that produced a kernel; returns their slugs."""
-    done = sorted(p.parent.name for p in run_dir.glob("*/kernel.py"))
-    (run_dir / MANIFEST).write_text(manifest.toml(done), encoding="utf-8")
+    """Write ``submission.toml`` for the tasks of the run that produced a kernel (a design document in
+    design mode); returns their slugs. A design task's entry names its document and transcript."""
+    product = PRODUCT[manifest.mode]
+    done = sorted(p.parent.name for p in run_dir.glob(f"*/{product}"))
+    tasks: list[str | dict[str, str]] = list(done)
+    if manifest.mode == "design":
+        tasks = []
+        for slug in done:
+            entry = {"slug": slug, "design": f"{slug}/{product}"}
+            if (run_dir / slug / TRANSCRIPT).is_file():
+                entry["transcript"] = f"{slug}/{TRANSCRIPT}"
+            tasks.append(entry)
+    (run_dir / MANIFEST).write_text(manifest.toml(tasks), encoding="utf-8")
     return done
 
 
-def build_bundle(run_dir: Path, out: Path | None = None) -> Path:
-    """Zip the manifest and each task's kernel and transcript; deterministic (sorted, fixed times)."""
+def bundle_files(run_dir: Path) -> list[str]:
+    """The paths (inside the run folder) the manifest points at: each task's kernel or design
+    document, and its transcript where there is one; named explicitly or by the portal's defaults."""
     manifest = run_dir / MANIFEST
     if not manifest.is_file():
         raise FileNotFoundError(f"{manifest}: write the manifest first")
-    files = [manifest] + sorted(p for pattern in ("*/kernel.py", "*/transcript.jsonl") for p in run_dir.glob(pattern))
+    data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    mode = data.get("mode", "kernel")
+    key = "design" if mode == "design" else "kernel"
+    files = [MANIFEST]
+    for task in data.get("tasks", []):
+        entry = {"slug": task} if isinstance(task, str) else task
+        slug = entry["slug"]
+        main = entry.get(key) or f"{slug}/{PRODUCT[mode]}"
+        for path in (main, entry.get("transcript") or ""):
+            if Path(path).is_absolute() or ".." in Path(path).parts:
+                raise ValueError(f"{manifest}: task {slug} names {path!r}, outside the run folder")
+        if not (run_dir / main).is_file():
+            raise FileNotFoundError(f"{run_dir / main}: the {key} of task {slug} named by {manifest} is missing")
+        files.append(main)
+        transcript = entry.get("transcript") or f"{slug}/{TRANSCRIPT}"
+        if (run_dir / transcript).is_file():
+            files.append(transcript)
+    return sorted(set(files), key=lambda f: (f != MANIFEST, f))
+
+
+def build_bundle(run_dir: Path, out: Path | None = None) -> Path:
+    """Zip the manifest and the files it points at; deterministic (sorted, fixed times)."""
+    files = bundle_files(run_dir)
     out = out or run_dir.with_suffix(".zip")
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for path in files:
-            info = zipfile.ZipInfo(str(path.relative_to(run_dir)), date_time=(2026, 1, 1, 0, 0, 0))
+        for name in files:
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
+            zf.writestr(info, (run_dir / name).read_bytes())
     return out
 
 

@@ -59,8 +59,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             status = 1
     done = write_manifest(args.out, RunManifest(model=args.model, provider=args.provider, guidance=args.guidance,
                                                 budget=args.turns, mode=args.mode, hardware=args.hardware or ""))
-    print(f"run folder: {args.out}: {len(done)} of {len(slugs)} task(s) produced a kernel")
+    product = "a design document" if args.mode == "design" else "a kernel"
+    print(f"run folder: {args.out}: {len(done)} of {len(slugs)} task(s) produced {product}")
     if args.submit:
+        if not done:
+            print(f"error: nothing to submit: no task produced {product}", file=sys.stderr)
+            return 1
         return _submit(args) or status
     return status
 

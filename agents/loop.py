@@ -1,9 +1,11 @@
 """The reference agent loop (AGENTS.md): one model, one task, a turn budget, the tools.
 
 One turn is one model response. Transient provider errors are retried inside the provider and
-cost no turn; a fatal one ends the run with ``provider-error``. Every event is appended to the
-transcript as it happens, so ``resume=True`` rebuilds the conversation from the file and carries
-on from the last complete turn after a crash.
+cost no turn; a fatal one ends the run with ``provider-error``. A reply without a tool call ends
+the run as ``done``, unless it was cut off at the output token limit or is empty: then the model
+is told so in a user message (carrying that response's turn) and the run goes on. Every event is
+appended to the transcript as it happens, so ``resume=True`` rebuilds the conversation from the
+file and carries on from the last complete turn after a crash.
 """
 
 from __future__ import annotations
@@ -15,6 +17,36 @@ from agents import prompt as prompts
 from agents.providers.base import Provider, ProviderError
 from agents.tools import ToolBox
 from agents.transcript import Event, Footer, Header, TranscriptError, Usage, Writer, load, now
+
+#: The providers' stop reasons for a reply cut off by the output token limit (OpenAI ``length``,
+#: Anthropic ``max_tokens``): such a reply is not the model saying it is done.
+CUT_OFF_STOPS = frozenset({"length", "max_tokens"})
+CUT_OFF_NOTE = ("[harness] Your previous reply was cut off at the output token limit (stop reason: {stop}). "
+                "Continue from exactly where it stopped, without repeating what you already wrote.")
+EMPTY_NOTE = ("[harness] Your previous reply was empty. Continue the task: call a tool, or give your final "
+              "answer without a tool call when you are done.")
+
+
+def unfinished_note(content: str, stop: str) -> str | None:
+    """The message that sends a tool-less reply back to the model, or None if it ends the run (done)."""
+    if stop in CUT_OFF_STOPS:
+        return CUT_OFF_NOTE.format(stop=stop)
+    if not content.strip():
+        return EMPTY_NOTE
+    return None
+
+
+def final_text(history: list[Event]) -> str:
+    """The model's final answer: its tool-less replies since its last tool call, joined, so that a
+    design document cut off at the token limit and continued in the next reply is kept whole."""
+    parts: list[str] = []
+    for e in reversed(history):
+        if e.role != "assistant":
+            continue
+        if e.tool_calls:
+            break
+        parts.append(e.content)
+    return "".join(reversed(parts))
 
 
 @dataclass
@@ -46,11 +78,15 @@ class RunOutcome:
 
 
 def _complete_prefix(events: list[Event]) -> list[Event]:
-    """Drop a trailing turn whose tool results were not all written (the crash point)."""
+    """Drop a trailing turn whose tool results (or, for a reply without a tool call, the message
+    that sent it back to the model) were not all written: the crash point."""
     while events:
         last_assistant = max((i for i, e in enumerate(events) if e.role == "assistant"), default=None)
         if last_assistant is None:
             return events
+        if not events[last_assistant].tool_calls and last_assistant == len(events) - 1:
+            events = events[:last_assistant]
+            continue
         wanted = {c.id for c in events[last_assistant].tool_calls or []}
         got = {e.tool_call_id for e in events[last_assistant + 1:] if e.role == "tool"}
         if wanted <= got:
@@ -93,7 +129,7 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
     turn = max((e.turn for e in history), default=0)
     tokens_in = sum(e.usage.input_tokens for e in history if e.usage)
     tokens_out = sum(e.usage.output_tokens for e in history if e.usage)
-    stop, message, final_text = "budget", "", ""
+    stop, message, answer = "budget", "", ""
     tools = toolbox.specs()
     try:
         while turn < spec.budget:
@@ -111,8 +147,15 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
             writer.write(event)
             history.append(event)
             if not reply.tool_calls:
-                stop, final_text = "done", reply.content
-                break
+                note = unfinished_note(reply.content, reply.stop)
+                if note is None:
+                    stop, answer = "done", final_text(history)
+                    break
+                if turn < spec.budget:  # cut off or empty: not done; tell the model and go on
+                    nudge = Event(turn=turn, role="user", content=note, ts=now())
+                    writer.write(nudge)
+                    history.append(nudge)
+                continue
             for call in reply.tool_calls:
                 result = Event(turn=turn, role="tool", tool_call_id=call.id,
                                content=toolbox.call(call.name, call.arguments), ts=now())
@@ -128,8 +171,8 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
         writer.write(footer)
     writer.close()
     design = None
-    if spec.mode == "design" and final_text:
+    if spec.mode == "design" and answer:
         design = workdir / "design.md"
-        design.write_text(final_text, encoding="utf-8")
+        design.write_text(answer, encoding="utf-8")
     kernel = toolbox.kernel_path if toolbox.kernel_path.exists() else None
     return RunOutcome(footer, path, kernel, design)

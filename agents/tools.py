@@ -2,9 +2,10 @@
 
 ``check`` and ``bench`` run the real engine (:func:`evaluator.runner.run`, one sandboxed child
 process per task), so what the model hears is what the leaderboard will measure. Every result is
-capped before it goes back to the model, and a bad call (malformed JSON arguments, an unknown
-tool, a path outside the task's public files) gets an error result instead of stopping the run:
-the refusal is itself in the transcript for moderators to read.
+capped before it goes back to the model, and a bad call (malformed JSON arguments, arguments
+of the wrong type, an unknown tool, a path outside the task's public files) gets an error result
+instead of stopping the run, as does a tool that fails unexpectedly (the error's class and
+message): the refusal is itself in the transcript for moderators to read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from jsonschema import Draft202012Validator
 
 from agents.prompt import GUIDANCE_LEVELS
 from agents.providers.base import ToolSpec
@@ -34,6 +37,18 @@ BENCH = ToolSpec("bench", "Benchmark your kernel against the PyTorch baseline on
 READ = ToolSpec("read_file", "Read one of the task's public files: task.toml, baseline.py, or a guidance file you were given.",
                 {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
                  "additionalProperties": False})
+
+
+def check_arguments(spec: ToolSpec, args: dict[str, Any]) -> str:
+    """What is wrong with ``args`` against the tool's JSON Schema (unknown, missing or wrong-typed
+    keys), each problem as jsonschema words it; "" if nothing."""
+    errors = sorted(Draft202012Validator(spec.parameters).iter_errors(args), key=lambda e: list(e.path))
+    if not errors:
+        return ""
+    props: dict[str, Any] = spec.parameters.get("properties", {})
+    expected = ", ".join(f"{k} ({v.get('type', 'any')})" for k, v in props.items())
+    problems = [f"{'.'.join(map(str, e.path)) + ': ' if e.path else ''}{e.message}" for e in errors]
+    return "; ".join([*problems, f"it takes: {expected or 'no arguments'}"])
 
 
 def cap(text: str, limit: int = MAX_RESULT_CHARS) -> str:
@@ -94,10 +109,14 @@ class ToolBox:
             return f"error: the arguments of {name} are not valid JSON ({exc.msg} at position {exc.pos}); nothing was done"
         if not isinstance(args, dict):
             return f"error: the arguments of {name} must be a JSON object"
+        spec = next(t for t in self.specs() if t.name == name)
+        problem = check_arguments(spec, args)
+        if problem:
+            return f"error: bad arguments for {name}: {problem}; nothing was done"
         try:
             return cap(getattr(self, f"_tool_{name}")(**args))
-        except TypeError as exc:
-            return f"error: bad arguments for {name}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - an engine or file failure is the model's to hear, not a crash
+            return cap(f"error: {name} failed: {type(exc).__name__}: {exc}")
 
     def _tool_write_kernel(self, source: str) -> str:
         data = source.encode("utf-8")

@@ -16,7 +16,10 @@ def to_messages(system: str, history: list[Event]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for e in history:
         if e.role == "assistant":
-            msg: dict[str, Any] = {"role": "assistant", "content": e.content or None}
+            # Content may be null only beside tool calls: an empty reply (the loop sends it back to
+            # the model) goes as a placeholder, as the Anthropic provider does, not as a 400.
+            msg: dict[str, Any] = {"role": "assistant",
+                                   "content": e.content or (None if e.tool_calls else "(no content)")}
             if e.tool_calls:
                 msg["tool_calls"] = [{"id": c.id, "type": "function",
                                       "function": {"name": c.name, "arguments": c.arguments}} for c in e.tool_calls]

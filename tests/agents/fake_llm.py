@@ -21,6 +21,7 @@ class Reply:
     tool_calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, arguments: dict or raw str)
     input_tokens: int = 100
     output_tokens: int = 20
+    stop: str = ""  # the provider's stop reason ("length", "max_tokens"); default: what the reply implies
 
 
 @dataclass
@@ -105,7 +106,7 @@ def _openai(body: dict[str, Any], r: Reply, n: int) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-            "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message,
+            "choices": [{"index": 0, "finish_reason": r.stop or ("tool_calls" if calls else "stop"), "message": message,
                          "logprobs": None}],
             "usage": {"prompt_tokens": r.input_tokens, "completion_tokens": r.output_tokens,
                       "total_tokens": r.input_tokens + r.output_tokens}}
@@ -117,5 +118,6 @@ def _anthropic(body: dict[str, Any], r: Reply, n: int) -> dict[str, Any]:
                  "input": args if isinstance(args, dict) else json.loads(args)}
                 for i, (name, args) in enumerate(r.tool_calls)]
     return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": body.get("model", ""),
-            "content": content, "stop_reason": "tool_use" if r.tool_calls else "end_turn", "stop_sequence": None,
+            "content": content, "stop_reason": r.stop or ("tool_use" if r.tool_calls else "end_turn"),
+            "stop_sequence": None,
             "usage": {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens}}
