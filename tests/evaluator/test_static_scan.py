@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from evaluator.static_scan import scan_source
+import pytest
+
+from evaluator.static_scan import scan_file, scan_source
 
 CLEAN = """
 import torch
@@ -53,3 +55,75 @@ def test_bundle_scan_names_file_and_line():
     assert scan_bundle({"a.py": "def op(x):\n    return x\n"})[0].kind == "no-kernel"
     patched = scan_bundle({"k.py": CLEAN + "\nimport time\ntime.perf_counter = lambda: 0.0\n"})
     assert any(f.kind == "patch" and "time.perf_counter" in f.message for f in patched)
+
+
+# Renamed uses: every dotted name is resolved through the file's imports and simple assignments
+# before it is matched. (case, source appended to CLEAN, forbidden names, (kind, line) expected,
+# the line counted from the first appended line.)
+MATMUL = ["matmul", "mm", "bmm"]
+RENAMED = [
+    ("from-import-stream", "from torch.cuda import Stream\ns = Stream()\n", [], ("call", 2)),
+    ("module-alias-stream", "import torch.cuda as tc\ns = tc.Stream()\n", [], ("call", 2)),
+    ("from-import-system", "from os import system\nsystem('x')\n", [], ("call", 2)),
+    ("module-alias-system", "import os as o\no.system('x')\n", [], ("call", 2)),
+    ("low-level-threads", "import _thread\n_thread.start_new_thread(print, ())\n", [], ("import", 1)),
+    ("assigned-in-function", "def g(a, b):\n    f = torch.matmul\n    return f(a, b)\n", MATMUL, ("forbidden", 3)),
+    ("assigned-in-module", "f = torch.matmul\n\ndef g(a, b):\n    return f(a, b)\n", MATMUL, ("forbidden", 4)),
+    ("assigned-chain", "import torch.nn.functional as F\nf, g = F.silu, None\nh = f\ny = h(x)\n", ["silu"],
+     ("forbidden", 4)),
+    ("passed-as-argument", "def g(a, b):\n    return apply(torch.matmul, a, b)\n", MATMUL, ("forbidden", 2)),
+    ("imported-name-passed", "from torch import bmm as b\n\ndef g(x):\n    return run(b, x)\n", MATMUL,
+     ("forbidden", 4)),
+    ("getattr-by-string", "def g(a, b):\n    return getattr(torch, 'matmul')(a, b)\n", MATMUL, ("forbidden", 2)),
+    ("aten-overload", "def g(a, b):\n    return torch.ops.aten.mm.default(a, b)\n", MATMUL, ("forbidden", 2)),
+    ("matmul-operator", "def g(a, b):\n    return a @ b\n", MATMUL, ("forbidden", 2)),
+    ("matmul-operator-in-place", "def g(a, b):\n    a @= b\n    return a\n", ["mm"], ("forbidden", 2)),
+    ("matmul-operator-torch-jit", "@torch.jit.script\ndef g(a, b):\n    return a @ b\n", ["bmm"], ("forbidden", 3)),
+    ("dispatch-stack-call", "def g(x):\n    return torch._C._len_torch_dispatch_stack()\n", [], ("harness", 2)),
+    ("dispatch-getattr", "def g(x):\n    return getattr(torch._C, '_len_torch_dispatch_stack')()\n", [],
+     ("harness", 2)),
+    ("dispatch-string", "NAME = '_disable_current_modes'\n", [], ("harness", 1)),
+    ("dispatch-import", "from torch.utils._python_dispatch import _get_current_dispatch_mode\n", [],
+     ("harness", 1)),
+    ("dispatch-from-c", "from torch._C import _len_torch_dispatch_stack as n\n", [], ("harness", 1)),
+    ("sys-modules-alias", "import sys as s\nm = s.modules\n", [], ("harness", 2)),
+]
+
+
+def _appended(src: str, forbidden: list[str]) -> set[tuple[str, int]]:
+    offset = CLEAN.count("\n")
+    return {(f.kind, f.line - offset) for f in scan_source(CLEAN + src, forbidden) if f.line}
+
+
+@pytest.mark.parametrize(("src", "forbidden", "expected"), [c[1:] for c in RENAMED], ids=[c[0] for c in RENAMED])
+def test_renamed_uses_are_found(src, forbidden, expected):
+    assert expected in _appended(src, forbidden)
+
+
+def test_resolution_names_what_the_alias_stands_for():
+    found = scan_source(CLEAN + "import torch.cuda as tc\ns = tc.Stream()\n", file="k.py")
+    assert [(f.file, f.kind, f.message) for f in found] == [
+        ("k.py", "call", "calls tc.Stream (torch.cuda.Stream): launches on a side stream")]
+
+
+def test_what_resolution_must_not_flag():
+    """Triton's own ``@`` (tl.dot), local variables named like forbidden ops, attribute chains
+    through a module named like one, and a dispatch-like word that is not a probe."""
+    src = (
+        "from triton import jit\n"
+        "@triton.autotune(configs=[], key=[])\n@jit\ndef _mm(a_ptr, b_ptr):\n"
+        "    a = tl.load(a_ptr)\n    b = tl.load(b_ptr)\n    c = a @ b\n    c @= b\n"
+        "def op(a, b, mm, grad):\n    dy = grad\n    mask = mm\n    m = dy\n"
+        "    tf32 = torch.backends.cuda.matmul.allow_tf32\n    e = 'enable_python_dispatcher'\n    return m\n"
+    )
+    assert scan_source(CLEAN + src, MATMUL + ["grad"]) == []
+
+
+def test_expert_kernels_have_no_findings():
+    """A legitimate fast kernel is never flagged: every expert, with its task's forbidden names."""
+    from tasks.registry import load_tasks
+
+    tasks = load_tasks(strict=True).tasks
+    assert tasks
+    for task in tasks:
+        assert scan_file(task.expert_path, task.spec.forbidden.python) == [], task.slug
