@@ -239,8 +239,12 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
                           verdict=verdict, findings=findings, workloads=results, **_tails(workers))
     except errors.SubmissionError as exc:
         cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH)
-        return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code, reason=str(exc)[:4000],
-                          verdict="rejected-cheat" if cheat else "unjudged", findings=findings, **_tails(workers))
+        # A cheat's results are void; an honest failure (out of memory while timing) keeps the
+        # workloads judged before it, as a worker failure does.
+        return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code,
+                          reason=str(exc)[:4000] if cheat else _kept(str(exc), results, workloads),
+                          verdict="rejected-cheat" if cheat else "unjudged", findings=findings,
+                          workloads=[] if cheat else results, **_tails(workers))
     except errors.EvaluatorError as exc:  # ours: a trusted provider failed (judge.Judge.provider_failed)
         return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=_kept(str(exc), results, workloads),
                           findings=findings, workloads=results, **_tails(workers))

@@ -92,6 +92,11 @@ def failed_call(done: Done, who: str) -> tuple[str, str]:
     return rule, text
 
 
+#: A candidate's call that ran out of memory: its own failure code, never the timed-call mismatch
+#: that marks a cheat.
+_OOM_CODES = {"gpu-oom": errors.USER_GPU_OOM, "host-oom": errors.USER_HOST_OOM}
+
+
 class _ProviderFailure(Exception):
     """A call of a provider other than the candidate's failed (see :meth:`Judge.provider_failed`)."""
 
@@ -371,6 +376,10 @@ class Judge:
                     where = f"{done.output}: " if done.output else ""
                     raise _ProviderFailure(f"{rule}: {where}{message}", gone=sticky)
                 rule, message = failed_call(done, name)
+                if rule in _OOM_CODES:  # an honest failure (the GPU is shared with the other providers'
+                    # workers while timing), not a kernel behaving differently when timed
+                    raise errors.SubmissionError(f"a timed call of {name} ran out of memory: {message}"[:3000],
+                                                 code=_OOM_CODES[rule])
                 raise errors.SubmissionError(f"a timed call of {name} failed: {rule}: {done.output} {message}"[:3000],
                                              code=errors.USER_TIMED_MISMATCH)
             if mode == "time":

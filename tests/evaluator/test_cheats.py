@@ -175,3 +175,28 @@ def test_static_scan_flags_the_corpus():
     for name, kind in expect.items():
         kinds = {f.kind for f in scan_file(CHEATS / name, forbidden)}
         assert kind in kinds, (name, kinds)
+
+
+#: Honest in the correctness trials, then out of device memory when timed: an honest failure (the
+#: GPU is shared with the other providers' workers while timing), not a cheat.
+OOM_WHEN_TIMED = '''
+
+_CALLS = {}
+
+
+def silu_and_mul(x):
+    key = tuple(x.shape)
+    _CALLS[key] = _CALLS.get(key, 0) + 1
+    if _CALLS[key] > 3:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    return _honest(x)
+'''
+
+
+def test_running_out_of_memory_while_timed_is_a_failure_not_a_cheat(tmp_path: Path):
+    source = (CHEATS / "count_calls.py").read_text()
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(source[:source.index("_SEEN = {}")] + OOM_WHEN_TIMED)
+    task = _judge(kernel, "bench")
+    assert task.status == "incorrect" and task.error_code == errors.USER_GPU_OOM, (task.error_code, task.reason)
+    assert task.verdict == "unjudged" and "ran out of memory" in task.reason
