@@ -14,17 +14,18 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from markdown_it import MarkdownIt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.providers.base import Provider
 from agents.transcript import Event
 from tasks.registry import Task
 
-PROMPT_VERSION = "judge-v1"
+PROMPT_VERSION = "judge-v2"  # v2: every paragraph and list item of the guidance, none cut (v1 cut items at 700 characters and dropped prose beside lists)
 LEVELS = ("L1", "L2", "L3")
 MAX_ATTEMPTS = 3
-MAX_ITEM_CHARS = 700
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+MAX_ITEM_CHARS = 700  # a longer paragraph is split between sentences into items of about this size
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 
 
 @dataclass(frozen=True)
@@ -34,23 +35,56 @@ class RubricItem:
     text: str
 
 
+def _blocks(markdown: str) -> list[str]:
+    """The guidance's design statements in order: each top-level list item (its nested lines
+    joined in) and each paragraph outside lists, whitespace-normalized; headings are left out."""
+    out: list[str] = []
+    depth, item, heading = 0, None, False
+    for tok in MarkdownIt().parse(markdown):
+        if tok.type in ("bullet_list_open", "ordered_list_open"):
+            depth += 1
+        elif tok.type in ("bullet_list_close", "ordered_list_close"):
+            depth -= 1
+        elif tok.type == "list_item_open" and depth == 1:
+            item = []
+        elif tok.type == "list_item_close" and depth == 1 and item is not None:
+            out.append(" ".join(item))
+            item = None
+        elif tok.type in ("heading_open", "heading_close"):
+            heading = tok.type == "heading_open"
+        elif tok.type == "inline" and not heading:
+            text = " ".join(tok.content.split())
+            if item is not None:
+                item.append(text)
+            elif text:
+                out.append(text)
+    return [b for b in out if b]
+
+
+def _split_long(text: str) -> list[str]:
+    """A paragraph longer than ``MAX_ITEM_CHARS`` as consecutive sentence groups, each at most
+    that long where the sentences allow: every word stays in some item, none is cut."""
+    if len(text) <= MAX_ITEM_CHARS:
+        return [text]
+    parts: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        if parts and len(parts[-1]) + 1 + len(sentence) <= MAX_ITEM_CHARS:
+            parts[-1] += " " + sentence
+        else:
+            parts.append(sentence)
+    return parts
+
+
 def build_rubric(task: Task) -> list[RubricItem]:
-    """Rubric items from the guidance files, in order, ids ``L<level>.<n>``."""
+    """Rubric items from the guidance files, in order, ids ``L<level>.<n>``: every list item and
+    every paragraph of a level (a long paragraph split between sentences), none cut or dropped."""
     items: list[RubricItem] = []
     for level, text in task.guidance.items():
         if level not in LEVELS:
             continue
-        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
-        bullets: list[str] = []
-        for ln in lines:
-            if _BULLET.match(ln):
-                bullets.append(_BULLET.sub("", ln).strip())
-            elif bullets and ln.startswith(("  ", "\t")) and ln.strip():
-                bullets[-1] += " " + ln.strip()
-        if not bullets:
-            bullets = [" ".join(p.split()) for p in "\n".join(lines).split("\n\n") if p.strip()]
-        for n, b in enumerate(bullets, start=1):
-            items.append(RubricItem(f"{level}.{n}", level, b[:MAX_ITEM_CHARS]))
+        statements = [part for block in _blocks(text) for part in _split_long(block)]
+        for n, statement in enumerate(statements, start=1):
+            items.append(RubricItem(f"{level}.{n}", level, statement))
     return items
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -30,6 +31,27 @@ def test_rubric_covers_every_guidance_level() -> None:
     rubric = build_rubric(get_task(SLUG))
     assert {it.level for it in rubric} == {"L1", "L2", "L3"}
     assert len({it.id for it in rubric}) == len(rubric)
+
+
+def test_rubric_keeps_every_statement_of_the_guidance_whole() -> None:
+    """Prose beside a list is kept, nested list lines join their item, and a long paragraph is
+    split between sentences, never cut: every word of every level reaches the judge."""
+    from agents.judge import MAX_ITEM_CHARS
+    from tasks.registry import load_tasks
+
+    for task in load_tasks().tasks:
+        rubric = build_rubric(task)
+        for level, text in task.guidance.items():
+            marker = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+            words = [w for line in text.splitlines() if not line.lstrip().startswith("#")
+                     for w in marker.sub("", line).split()]
+            got = " ".join(it.text for it in rubric if it.level == level).split()
+            assert got == words, (task.slug, level)
+        long = [it for it in rubric if len(it.text) > MAX_ITEM_CHARS]
+        assert all(". " not in it.text[:-1] for it in long), (task.slug, long)  # only single long sentences
+    mixed = get_task("moe-unpermute-combine")
+    l3 = [it.text for it in build_rubric(mixed) if it.level == "L3"]
+    assert l3[0].startswith("The kernel is latency-bound") and l3[-1].startswith("Mind the order")
 
 
 def test_judge_retries_malformed_answers_then_scores_from_the_items() -> None:
