@@ -94,9 +94,18 @@ class JudgeScore(models.Model):
     prompt_version = models.CharField(max_length=40)
     raw_answers = models.JSONField(help_text="every answer of the judge, the accepted one last")
     attempts = models.PositiveIntegerField()
+    # The evaluation attempt a design-only submission's judgement belongs to: a re-run judges the
+    # document again and keeps the earlier judgement (PORTAL.md: a re-run never overwrites). None
+    # for the judgement made at publication, which is of the submission's code, not of an attempt.
+    attempt = models.ForeignKey("submissions.EvaluationAttempt", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="judge_scores")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["submission_task", "kind", "-created_at"]
-        constraints = [models.UniqueConstraint(fields=["submission_task", "kind", "judge_model", "prompt_version"],
-                                               name="unique_judgement")]
+        constraints = [
+            models.UniqueConstraint(fields=["submission_task", "kind", "judge_model", "prompt_version"],
+                                    condition=models.Q(attempt__isnull=True), name="unique_judgement"),
+            models.UniqueConstraint(fields=["submission_task", "kind", "judge_model", "prompt_version", "attempt"],
+                                    condition=models.Q(attempt__isnull=False), name="unique_attempt_judgement"),
+        ]

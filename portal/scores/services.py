@@ -14,6 +14,7 @@ from collections import defaultdict
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 
 from agents.judge import PROMPT_VERSION
 from evaluator.scoring import TaskScore as Score
@@ -84,12 +85,15 @@ def judge_means(submission: Submission) -> dict[str, float | None]:
     """The board's judge columns: the mean judge score of the submission's tasks, per kind, under
     the current prompt version (None where nothing is judged).
 
-    Each task counts once: its newest judgement by the configured judge model (``D2K_JUDGE_MODEL``,
+    Each task counts once: its newest judgement (of the published attempt, for a design-only
+    submission) by the configured judge model (``D2K_JUDGE_MODEL``,
     which publication judges with), or its newest by any model where none is configured. Averaging
     every stored row would count a task twice once the judge model changed between evaluation and
     publication, and mix two judges' scales in one number.
     """
     scores = JudgeScore.objects.filter(submission_task__submission=submission, prompt_version=PROMPT_VERSION)
+    if submission.published_attempt_id is not None:  # a re-run's judgements count once it is published
+        scores = scores.filter(Q(attempt__isnull=True) | Q(attempt_id=submission.published_attempt_id))
     if settings.D2K_JUDGE_MODEL:
         scores = scores.filter(judge_model=settings.D2K_JUDGE_MODEL)
     newest: dict[tuple[int, str], float] = {}

@@ -388,16 +388,16 @@ def do_record_task_result(attempt_id: int, claim: str, result: EngineTaskResult)
 @transaction.atomic(durable=True)
 def do_record_judge_score(attempt_id: int, claim: str, slug: str, result: JudgeResult) -> bool:
     """Store the judge's score of one task in the leaderboard's table (``portal.scores``), keyed
-    (task, kind, judge model, prompt version): a redelivery overwrites, and judging the published
-    submission later finds it and pays nothing twice."""
+    (task, kind, judge model, prompt version, attempt): a redelivery overwrites, a re-run adds its
+    own, and judging the published submission later finds it and pays nothing twice."""
     attempt = _owned(attempt_id, claim)
     if attempt is None:
         return False
     task = SubmissionTask.objects.get(submission_id=attempt.submission_id, task__slug=slug)
     JudgeScore.objects.update_or_create(
         submission_task=task, kind=result.kind, judge_model=result.judge_model, prompt_version=result.prompt_version,
-        defaults={"score": result.score, "levels": result.levels, "items": result.items,
-                  "raw_answers": result.raw_answers, "attempts": result.attempts})
+        attempt=attempt, defaults={"score": result.score, "levels": result.levels, "items": result.items,
+                                   "raw_answers": result.raw_answers, "attempts": result.attempts})
     EvaluationAttempt.objects.filter(pk=attempt.pk).update(heartbeat_at=timezone.now())
     return True
 
@@ -408,7 +408,7 @@ def do_finish_judging(attempt_id: int, claim: str) -> str | None:
     attempt = _owned(attempt_id, claim)
     if attempt is None:
         return None
-    judged = JudgeScore.objects.filter(submission_task__submission_id=attempt.submission_id, kind="design").count()
+    judged = JudgeScore.objects.filter(attempt=attempt, kind="design").count()
     attempt.finished_at, attempt.claim, attempt.mode = timezone.now(), "", "judge"
     attempt.save(update_fields=["finished_at", "claim", "mode"])
     sub = _locked(attempt.submission_id)

@@ -154,3 +154,40 @@ def test_the_board_counts_each_task_once_by_the_configured_judge(catalogue, medi
     assert judge_means(sub)["design_score"] == 90.0  # the newest, not the mean of 20 and 90
     settings.D2K_JUDGE_MODEL = "judge-3"  # configured, but not yet run on this task
     assert judge_means(sub)["design_score"] is None
+
+
+@pytest.mark.django_db
+def test_a_design_rerun_keeps_the_earlier_judgement_and_the_board_follows_publication(catalogue, media, settings):
+    """PORTAL.md: a re-run never overwrites the old result. A design-only submission's result is its
+    judgement: the re-run's is stored beside it, and the board shows the published attempt's."""
+    from agents.judge import JudgeResult
+    from portal.moderation.services import do_moderate
+    from portal.scores.models import SubmissionScore
+    from portal.submissions import actions
+    from tests.portal.factories import make_user
+
+    settings.D2K_JUDGE_PROVIDER, settings.D2K_JUDGE_MODEL = "anthropic", "judge-1"
+    mod = make_user("mod", moderator=True)
+    team, user = make_team("Rerun")
+    sub, _ = check_create_submission(team=team, user=user, blob=design_bundle(), filename="d.zip")
+
+    def evaluate(number: int, score: float) -> EvaluationAttempt:
+        claim = actions.do_start_evaluation(sub.pk, number, worker="w")
+        attempt = EvaluationAttempt.objects.get(submission=sub, number=number)
+        assert actions.do_record_judge_score(attempt.pk, claim, "silu-and-mul", JudgeResult(
+            kind="design", score=score, levels={"L1": score}, items=[], judge_model="judge-1"))
+        actions.do_finish_judging(attempt.pk, claim)
+        return attempt
+
+    first = evaluate(1, 40.0)
+    do_moderate(Submission.objects.get(pk=sub.pk), moderator=mod, decision="approve")
+    board = SubmissionScore.objects.get(submission=sub, scope="all")
+    assert board.design_score == 40.0
+    actions.do_rerun(Submission.objects.get(pk=sub.pk), user=mod, reason="judge again", by_moderator=True)
+    second = evaluate(2, 75.0)
+    stored = {s.attempt_id: s.score for s in JudgeScore.objects.filter(submission_task__submission=sub)}
+    assert stored == {first.pk: 40.0, second.pk: 75.0}  # both kept
+    board.refresh_from_db()
+    assert board.design_score == 40.0  # the published attempt's, while the re-run waits for moderation
+    do_moderate(Submission.objects.get(pk=sub.pk), moderator=mod, decision="approve")
+    assert SubmissionScore.objects.get(submission=sub, scope="all").design_score == 75.0
