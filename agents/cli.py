@@ -48,7 +48,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         box = ToolBox(task=task, workdir=args.out / slug, condition=args.guidance, interpret=interpret,
                       design_mode=args.mode == "design")
         spec = RunSpec(provider_name=args.provider, model=args.model, condition=args.guidance, mode=args.mode,
-                       budget=args.turns, price=tuple(args.price) if args.price else None)
+                       budget=args.turns, price=tuple(args.price) if args.price else None,
+                       hardware=args.hardware or "")
         outcome = run_agent(provider, box, spec, resume=args.resume)
         f = outcome.footer
         print(f"{slug}: {f.stop_reason} after {f.turns_used} turn(s), {f.input_tokens:,} in / "

@@ -60,6 +60,7 @@ class RunSpec:
     #: USD per million input and output tokens (the provider's price for the model): when given,
     #: each turn's cost and the run's total are recorded in the transcript (AGENTS.md).
     price: tuple[float, float] | None = None
+    hardware: str = ""  # the profile the run will be judged on; the prompt names its card
 
 
 def turn_cost(usage: Usage, price: tuple[float, float] | None) -> float | None:
@@ -101,7 +102,7 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
     workdir = toolbox.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "transcript.jsonl"
-    p = prompts.build(task, spec.condition, spec.mode, spec.budget)
+    p = prompts.build(task, spec.condition, spec.mode, spec.budget, spec.hardware)
     history: list[Event] = []
     if resume and path.exists():
         try:

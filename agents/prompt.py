@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tasks.registry import Task
+from tasks.spec import TensorArg
 
 GUIDANCE_LEVELS = {"none": (), "L1": ("L1",), "L1+L2": ("L1", "L2"), "L1+L2+L3": ("L1", "L2", "L3")}
 LEVEL_TITLES = {"L1": "L1 (algorithm)", "L2": "L2 (dataflow)", "L3": "L3 (low-level technique)"}
@@ -14,7 +15,7 @@ GUIDANCE_START = "<expert-guidance>"
 GUIDANCE_END = "</expert-guidance>"
 
 SYSTEM_KERNEL = """You are an expert GPU kernel engineer. You write a Triton kernel for one task and make it
-correct and as fast as you can on an NVIDIA H200 (Hopper). You work only through the tools you are
+correct and as fast as you can on an {card}. You work only through the tools you are
 given: write the kernel file, check it, benchmark it, read the task's public files. Every call to
 check or bench runs the real evaluation engine in its sandbox. The kernel file must define the
 entry point exactly as the contract says, with its computation in Triton kernels: calling the
@@ -23,11 +24,23 @@ short summary and no tool call: that ends your run. You have a budget of model t
 replies is one turn."""
 
 SYSTEM_DESIGN = """You are an expert GPU kernel engineer. For the task below you write a design, not code: how a
-fast Triton kernel for an NVIDIA H200 (Hopper) should compute it. Organise it in three levels:
+fast Triton kernel for an {card} should compute it. Organise it in three levels:
 L1 (algorithm: what is computed in what order, what is never materialized), L2 (dataflow: what
 lives where, tiling, what each program reads and writes), L3 (low-level technique: the
 instructions and scheduling that make it fast). You may read the task's public files with the
 tool. Your final answer, with no tool call, is the design document, in Markdown."""
+
+
+#: The card a hardware profile times on, as the prompt names it. Runs name the profile they will be
+#: judged on (``--hardware``); without one the benchmark's reference card, the H200.
+CARDS = {"h200": "NVIDIA H200 (Hopper)", "h100": "NVIDIA H100 (Hopper)"}
+DEFAULT_HARDWARE = "h200"
+
+
+def card_name(hardware: str) -> str:
+    """The card a profile names (its own name for a profile this table does not know)."""
+    hardware = hardware or DEFAULT_HARDWARE
+    return CARDS.get(hardware, hardware)
 
 
 @dataclass(frozen=True)
@@ -39,8 +52,12 @@ class Prompt:
 def contract(task: Task) -> str:
     """The entry point's signature and outputs, from task.toml."""
     spec = task.spec
-    args = [f"{a.name}: Tensor{a.shape} ({a.dtype}{', may be overwritten' if a.writable else ', read-only'})"
-            for a in spec.inputs]
+    def access(a: TensorArg) -> str:
+        if a.updated:
+            return ", updated in place: after the call it must hold the output that may alias it"
+        return ", may be overwritten" if a.writable else ", read-only"
+
+    args = [f"{a.name}: Tensor{a.shape} ({a.dtype}{access(a)})" for a in spec.inputs]
     args += [f"{s.name}: scalar (workload parameter {s.param})" for s in spec.scalars]
     outs = [f"{o.name}: Tensor{o.shape} ({o.dtype}{f', may alias {o.may_alias}' if o.may_alias else ''})"
             for o in spec.outputs]
@@ -61,8 +78,10 @@ def guidance_block(task: Task, condition: str) -> str:
             f"{len(levels)} level(s). Use it as you see fit.\n\n" + "\n\n".join(parts) + f"\n{GUIDANCE_END}\n\n")
 
 
-def build(task: Task, condition: str = "none", mode: str = "kernel", budget: int = 350) -> Prompt:
-    """System and first user message for ``task`` under a guidance ``condition`` and ``mode``."""
+def build(task: Task, condition: str = "none", mode: str = "kernel", budget: int = 350,
+          hardware: str = "") -> Prompt:
+    """System and first user message for ``task`` under a guidance ``condition`` and ``mode``, for
+    the card of the ``hardware`` profile the run will be judged on."""
     if condition not in GUIDANCE_LEVELS:
         raise ValueError(f"unknown guidance condition {condition!r}: one of {', '.join(GUIDANCE_LEVELS)}")
     spec = task.spec
@@ -75,11 +94,11 @@ def build(task: Task, condition: str = "none", mode: str = "kernel", budget: int
         f"# Task {spec.id}: {spec.title} (`{spec.slug}`)\n\n{spec.summary.strip()}\n\n"
         f"## Semantics\n\n{spec.semantics.strip()}\n\n"
         f"## Entry-point contract\n\n{contract(task)}\n\n"
-        f"## Workloads (timed on the H200)\n\n{workloads}\n\n"
+        f"## Workloads (timed on the {card_name(hardware).split(' (')[0]})\n\n{workloads}\n\n"
         f"## Forbidden\n\n{forbidden}" + (f" ({spec.forbidden.reason})" if spec.forbidden.reason else "") + "\n\n"
         f"## PyTorch baseline (the speed you are measured against)\n\n```python\n{baseline}```\n\n"
         + guidance_block(task, condition)
         + (f"## Budget\n\nYou have {budget} turns." if mode == "kernel" else
            "## Output\n\nAnswer with the design document (L1, L2, L3 sections).")
     )
-    return Prompt(SYSTEM_KERNEL if mode == "kernel" else SYSTEM_DESIGN, user)
+    return Prompt((SYSTEM_KERNEL if mode == "kernel" else SYSTEM_DESIGN).format(card=card_name(hardware)), user)

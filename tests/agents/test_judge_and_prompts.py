@@ -93,3 +93,15 @@ def test_guided_prompt_is_the_unguided_prompt_plus_the_guidance_block(slug: str,
     assert prompt.GUIDANCE_START not in plain.user
     tools = [t.name for t in ToolBox(task, workdir=None, condition="none").specs()]  # type: ignore[arg-type]
     assert tools == [t.name for t in ToolBox(task, workdir=None, condition=condition).specs()]  # type: ignore[arg-type]
+
+
+def test_the_prompt_names_the_card_the_run_is_judged_on_and_the_in_place_contract() -> None:
+    task = get_task("causal-conv1d")
+    h100 = prompt.build(task, hardware="h100")
+    assert "NVIDIA H100 (Hopper)" in h100.system and "timed on the NVIDIA H100" in h100.user
+    assert "H200" not in h100.system + h100.user
+    default = prompt.build(task)
+    assert "NVIDIA H200 (Hopper)" in default.system and "timed on the NVIDIA H200" in default.user
+    assert "conv_state: Tensor['N', 'D', 'W - 1'] (dtype, updated in place" in default.user
+    design = prompt.build(task, mode="design", hardware="h100")
+    assert "for an NVIDIA H100 (Hopper) should compute it" in design.system
