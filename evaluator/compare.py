@@ -156,7 +156,8 @@ def error_ratio(got: torch.Tensor, ref: torch.Tensor, dtype: str, rule: Compare,
             nonfinite = (offset + i, float(g[i]), float(r[i]))
         n_nonfinite += n
         if nonfinite is None and unmatched is None:
-            mismatch_inf = ~ref_finite & (g != r)
+            # A NaN reproduces a NaN (NaN != NaN, so equality alone would fail it); an inf its own sign.
+            mismatch_inf = ~ref_finite & (g != r) & ~(torch.isnan(g) & torch.isnan(r))
             if bool(mismatch_inf.any()):
                 i = int(torch.nonzero(mismatch_inf)[0])
                 unmatched = (offset + i, float(g[i]), float(r[i]))

@@ -40,6 +40,14 @@ def test_matching_inf_passes_and_mismatched_inf_fails():
     assert compare.error_ratio(torch.tensor([0.0, 1.0]), ref, "fp32", Compare()).rule == "nan"
 
 
+def test_a_nan_reproducing_a_nan_reference_passes_under_every_rule():
+    ref = torch.tensor([float("nan"), 1.0, 2.0])
+    for rule in ("allclose", "normalized", "match_rate", "exact"):
+        assert compare.error_ratio(ref.clone(), ref, "fp32", Compare(rule=rule)).ratio == 0, rule
+        missing = compare.error_ratio(torch.tensor([0.0, 1.0, 2.0]), ref, "fp32", Compare(rule=rule))
+        assert missing.ratio > 1, rule  # a NaN the kernel does not reproduce still fails
+
+
 def test_exact_rule_counts_mismatches():
     ref = torch.arange(10, dtype=torch.int32)
     got = ref.clone()
