@@ -131,7 +131,7 @@ def _worker(label: str, providers: dict[str, Any], task: Any, job: Job, device: 
                        interpret=job.interpret,
                        sandboxed=job.sandboxed and untrusted, untrusted=untrusted, flush_bytes=flush_bytes,
                        spin_us=spin_us, deadline=deadline,
-                       ours=ours,
+                       ours=ours, forbidden_ops=list(task.spec.forbidden.aten) if untrusted else [],
                        outputs=[OutputSpec(name=o.name, may_alias=o.may_alias) for o in task.spec.outputs],
                        inputs=[a.name for a in task.spec.inputs])
     return WorkerProcess(cfg, arena)
@@ -238,7 +238,7 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
         return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=_kept(str(exc), results, workloads),
                           verdict=verdict, findings=findings, workloads=results, **_tails(workers))
     except errors.SubmissionError as exc:
-        cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH)
+        cheat = exc.code in (errors.USER_TIMING_INTEGRITY, errors.USER_TIMED_MISMATCH, errors.USER_FORBIDDEN)
         # A cheat's results are void; an honest failure (out of memory while timing) keeps the
         # workloads judged before it, as a worker failure does.
         return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code,

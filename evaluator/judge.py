@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from evaluator import compare, errors, stats
+from evaluator import compare, errors, op_block, stats
 from evaluator.aten_record import LAUNCHER_OPS
 from evaluator.inputs import TORCH_DTYPES, Inputs, clone_inputs, make_inputs, upcast
 from evaluator.protocol import Call, Done, TensorRef
@@ -76,6 +76,8 @@ def call_failure(done: Done) -> tuple[str, str, bool]:
         return done.rule, text, False
     if "illegal memory access" in text or "illegal address" in text or done.exc_type == "AcceleratorError":
         return "illegal-address", text, True
+    if done.exc_type == op_block.ERROR_NAME:
+        return "forbidden-op", text, False
     if done.exc_type == "OutOfMemoryError" or "CUDA out of memory" in text:
         return "gpu-oom", text, False
     if done.exc_type == "MemoryError" or "can't allocate memory" in text:
@@ -376,6 +378,9 @@ class Judge:
                     where = f"{done.output}: " if done.output else ""
                     raise _ProviderFailure(f"{rule}: {where}{message}", gone=sticky)
                 rule, message = failed_call(done, name)
+                if rule == "forbidden-op":
+                    raise errors.SubmissionError(f"a timed call of {name} called a forbidden op: {message}"[:3000],
+                                                 code=errors.USER_FORBIDDEN)
                 if rule in _OOM_CODES:  # an honest failure (the GPU is shared with the other providers'
                     # workers while timing), not a kernel behaving differently when timed
                     raise errors.SubmissionError(f"a timed call of {name} ran out of memory: {message}"[:3000],

@@ -68,6 +68,9 @@ class Setup(_Msg):
     flush_bytes: int = 0
     spin_us: float = 0.0  # timing_config.TimingConfig.spin_us
     record_ops: bool = True
+    # ATen ops refused on every call (evaluator.op_block): the task's forbidden ops, in the workers
+    # that run untrusted code; empty for the trusted ones.
+    forbidden_ops: list[str] = []
 
 
 class Call(_Msg):

@@ -33,6 +33,7 @@ import torch
 import triton  # imported before the snapshot, so its own set-up is not "tampering"
 
 from evaluator import hold as _hold_module
+from evaluator import op_block
 from evaluator.arena import Arena, open_arena
 from evaluator.aten_record import AtenRecorder
 from evaluator.protocol import (
@@ -146,6 +147,8 @@ class Worker:
         self.providers: dict[str, Callable[..., Any]] = {}
         self.modules: list[ModuleType] = []
         self.snapshot = _watched()
+        # Last, after the harness's own set-up and before any provider is imported.
+        self.op_block, self.blocked_ops = op_block.block(setup.forbidden_ops, self.device.type)
 
     def load(self) -> bool:
         return all(self._load_one(name, spec) for name, spec in self.setup.providers.items())
@@ -318,6 +321,8 @@ class Worker:
             else:
                 done = self.run_call(Call.model_validate(msg))
             done.tampered = _tampered(self.snapshot)
+            if not op_block.intact(self.op_block, self.blocked_ops):
+                done.tampered.append("evaluator.op_block (the forbidden-op block was removed)")
             done.autotune = self.autotune()
             self._reply(done)
 

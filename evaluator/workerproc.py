@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +83,7 @@ class WorkerConfig:
     flush_bytes: int = 0
     spin_us: float = 0.0
     record_ops: bool = True
+    forbidden_ops: list[str] = field(default_factory=list)  # refused on every call (evaluator.op_block)
     deadline: float = float("inf")  # time.monotonic() after which every wait gives up
     ours: bool = False  # runs only our code (baseline, torch.compile, expert): its failures are infra
 
@@ -161,7 +162,8 @@ class WorkerProcess:
         self._watcher.start()
         setup = Setup(device=self.cfg.device, arena_fd=self.arena.fd, arena_size=self.arena.size,
                       providers=providers, outputs=self.cfg.outputs, inputs=self.cfg.inputs,
-                      flush_bytes=self.cfg.flush_bytes, spin_us=self.cfg.spin_us, record_ops=self.cfg.record_ops)
+                      flush_bytes=self.cfg.flush_bytes, spin_us=self.cfg.spin_us, record_ops=self.cfg.record_ops,
+                      forbidden_ops=self.cfg.forbidden_ops)
         self._send(setup.model_dump_json())
 
     def wait_ready(self) -> list[str]:
