@@ -98,7 +98,9 @@ def test_transcript_viewer_escapes_and_folds(alpha):
               "tool_calls": [{"id": "c1", "name": "check", "arguments": "{\"smoke\": true}"}]},
              {"kind": "event", "turn": 1, "role": "tool", "tool_call_id": "c1", "content": "all correct"},
              {"kind": "event", "turn": 2, "role": "assistant", "content": "peek",
-              "tool_calls": [{"id": "c2", "name": "read_file", "arguments": "{\"path\": \"../references/x/expert.py\"}"}]},
+              "tool_calls": [{"id": "c2", "name": "read_file", "arguments": "{\"path\": \"../references/x/expert.py\"}"},
+                             {"id": "c3", "name": "write_kernel",
+                              "arguments": json.dumps({"source": "import SubProcess\nX = torch._C._len_torch_dispatch_stack"})}]},
              {"kind": "footer", "stop_reason": "done", "turns_used": 2}]
     blob = make_zip({"submission.toml": manifest_text(["silu-and-mul"]),
                      "silu-and-mul/kernel.py": expert_source("silu-and-mul"),
@@ -109,6 +111,8 @@ def test_transcript_viewer_escapes_and_folds(alpha):
     assert 'id="turn-1"' in html and "<code>check</code>" in html and "<details>" in html
     review = client_as(make_user("mod", moderator=True)).get(f"/moderation/{evaluated(sub).pk}/").content.decode()
     assert "turn 2: tool call read_file mentions &#x27;references/&#x27;" in review
+    assert "turn 2: tool call write_kernel mentions &#x27;subprocess&#x27; (another process)" in review  # any case
+    assert "turn 2: tool call write_kernel mentions &#x27;dispatch_stack&#x27; (the op recorder)" in review
     # The header names another model and provider than the manifest: flagged for the moderator.
     assert "the transcript&#x27;s header says model &#x27;m&#x27;; the manifest says &#x27;test-model&#x27;" in review
     assert "header says provider &#x27;p&#x27;" in review and "header says harness" in review
