@@ -225,7 +225,8 @@ def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptio
         seeds = seed_schedule(task, smoke, opts.workloads)
         schedule.update({f"{task.slug}/{k}": v for k, v in seeds.items()})
         result, task_fp = run_task(task, candidate_for(task), opts, interpret, seeds, on_progress, sandboxing)
-        fp = fp or task_fp
+        if task_fp is not None:  # the run's start is the first task's; its clocks at the end, the last's
+            fp = task_fp if fp is None else fp.model_copy(update={"clocks_end": task_fp.clocks_end})
         results.append(result)
         if on_task_done:
             on_task_done(result)

@@ -104,3 +104,22 @@ def test_a_timeout_part_way_keeps_the_workloads_already_judged(tmp_path):
     assert task.status == "timeout" and task.error_code == "eval:user:timeout"
     assert [w.name for w in task.workloads] == ["S1"] and task.workloads[0].correct
     assert "stopped while judging S2; kept: the results of S1" in task.reason
+
+
+def test_a_multi_task_run_records_the_clocks_at_its_end(monkeypatch):
+    """The fingerprint's clocks_start is the first task's, clocks_end the last task's."""
+    from evaluator import runner
+    from evaluator.result import Fingerprint, TaskResult
+
+    stamps = iter([({"sm": "1980"}, {"sm": "1755"}), ({"sm": "1755"}, {"sm": "1410"})])
+
+    def fake_run_task(task, candidate, opts, interpret, seeds, on_progress, sandboxing):  # noqa: ANN001
+        start, end = next(stamps)
+        fp = Fingerprint(engine_version="t", python="3", torch="t", triton="t", platform="p", hostname_hash="h",
+                         clocks_start=start, clocks_end=end)
+        return TaskResult(slug=task.slug, status="correct"), fp
+
+    monkeypatch.setattr(runner, "run_task", fake_run_task)
+    tasks = [get_task("silu-and-mul"), get_task("fused-add-rmsnorm")]
+    result = runner.run(tasks, lambda t: t.expert_path, RunOptions(command="check", smoke=True, interpret=True))
+    assert result.fingerprint.clocks_start == {"sm": "1980"} and result.fingerprint.clocks_end == {"sm": "1410"}
