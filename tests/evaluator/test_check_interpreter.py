@@ -92,11 +92,21 @@ CANARIES = {
     "returns-an-input": "    outs = BASELINE(**ARGS)\n    n = len(outs) if isinstance(outs, tuple) else 1\n"
                         "    first = next(v for v in ARGS.values() if isinstance(v, torch.Tensor))\n"
                         "    return tuple([first] * n) if n > 1 else first",
-    "lower-precision-baseline": "    low = {k: (v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.float32 else v)"
-                                " for k, v in ARGS.items()}\n    outs = BASELINE(**low)\n"
-                                "    outs = outs if isinstance(outs, tuple) else (outs,)\n"
-                                "    back = tuple(o.float() for o in outs)\n    return back if len(back) > 1 else back[0]",
+    # Eager on inputs one precision lower (fp32 -> fp16, fp16 -> fp8 e4m3), its outputs in the
+    # dtypes the task returns: it must fail by its values (tolerance), not by a dtype.
+    "lower-precision-baseline": "    ref = BASELINE(**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in ARGS.items()})\n"
+                                "    ref = ref if isinstance(ref, tuple) else (ref,)\n"
+                                "    lower = {torch.float32: torch.float16, torch.float16: torch.float8_e4m3fn}\n"
+                                "    low = {k: (v.to(lower[v.dtype]).to(v.dtype) if isinstance(v, torch.Tensor)"
+                                " and v.dtype in lower else v) for k, v in ARGS.items()}\n"
+                                "    outs = BASELINE(**low)\n    outs = outs if isinstance(outs, tuple) else (outs,)\n"
+                                "    back = tuple(o.to(r.dtype) for o, r in zip(outs, ref))\n"
+                                "    for k in UPDATED:\n        ARGS[k].copy_(low[k])\n"
+                                "    return back if len(back) > 1 else back[0]",
 }
+#: Tasks whose inputs have no floating-point tensor of fp16 or fp32 to lower: the lower-precision
+#: canary means nothing there.
+NO_LOWER_PRECISION = {"moe-align-block-size"}  # expert ids and counts: integers only
 
 
 @pytest.mark.parametrize("canary", sorted(CANARIES))
@@ -107,7 +117,14 @@ def test_canaries_fail(slug, canary, tmp_path):
     baseline = f"    import importlib.util as _u\n    _s = _u.spec_from_file_location('b', {str(task.baseline_path)!r})\n" \
                "    _m = _u.module_from_spec(_s)\n    _s.loader.exec_module(_m)\n"
     args = "{" + ", ".join(f"{n!r}: {n}" for n in task.spec.input_names()) + "}"
-    body = CANARIES[canary].replace("BASELINE", f"_m.{task.spec.entry_point}").replace("ARGS", "_args")
+    updated = [a.name for a in task.spec.inputs if a.updated]
+    body = (CANARIES[canary].replace("BASELINE", f"_m.{task.spec.entry_point}").replace("ARGS", "_args")
+            .replace("UPDATED", repr(updated)))
     path = _canary(tmp_path, slug, baseline + f"    _args = {args}\n" + body)
     (res,) = _check(path, slug).tasks
+    if canary == "lower-precision-baseline" and slug in NO_LOWER_PRECISION:
+        return
     assert res.status == "incorrect", f"{canary} passed {slug}: {res.reason}"
+    if canary == "lower-precision-baseline":  # by its values, not by its dtype or shape
+        rules = {t.rule for w in res.workloads for t in w.trials if not t.passed}
+        assert rules and not rules & {"dtype", "shape", "type"}, (slug, rules, res.reason)
