@@ -10,6 +10,7 @@ import argparse
 import json
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evaluator import errors, report
+from evaluator import bundle_local, errors, report
+from evaluator.bundle_problems import BundleInvalid
 from evaluator.result import REFERENCES_LABEL, ChildReport, RunResult, TaskResult
 from evaluator.runner import RunOptions, run
 from tasks.registry import REPO_ROOT, Task, TaskLoadError, load_tasks
@@ -101,12 +103,36 @@ def timing_overrides(pairs: list[str]) -> dict[str, float]:
 
 def _judge(args: argparse.Namespace, command: str) -> int:
     tasks = _load(args.root, args.task)
-    selected = _select(args, tasks)
-    if args.kernel == "references":
+    unpacked = None  # a bundle's kernels, in a temporary folder that lives as long as the run
+    if args.kernel != "references" and bundle_local.is_bundle(Path(args.kernel)):
+        path = Path(args.kernel).resolve()
+        if not path.is_file():
+            raise SystemExit(f"error: no such bundle {args.kernel}")
+        unpacked = tempfile.TemporaryDirectory(prefix="d2k-bundle-")
+        try:
+            kernels = bundle_local.unpack_kernels(path, Path(unpacked.name))
+        except BundleInvalid as exc:
+            raise SystemExit("error: the bundle was refused: " + "; ".join(str(p) for p in exc.problems)) from None
+        unknown = [s for s in kernels if s not in tasks]
+        if unknown:
+            raise SystemExit(f"error: the bundle names unknown task(s) {', '.join(unknown)}")
+        chosen = args.task or list(kernels)
+        missing = [s for s in chosen if s not in kernels]
+        if missing:
+            raise SystemExit(f"error: the bundle has no kernel for {', '.join(missing)}")
+        selected = [tasks[s] for s in chosen]
+
+        def candidate_for(t: Task) -> Path:
+            return kernels[t.slug]
+        label, cand_path = path.name, path  # the result records the bundle's sha256
+    elif args.kernel == "references":
+        selected = _select(args, tasks)
+
         def candidate_for(t: Task) -> Path:
             return t.expert_path
         label, cand_path = REFERENCES_LABEL, None
     else:
+        selected = _select(args, tasks)
         path = Path(args.kernel).resolve()
         if not path.is_file():
             raise SystemExit(f"error: no such kernel file {args.kernel}")
@@ -191,7 +217,9 @@ def cmd_ceilings(args: argparse.Namespace) -> int:
 
 
 def _add_judge_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kernel", help="a kernel .py file, or 'references' for every task's expert kernel")
+    p.add_argument("kernel", help="a kernel .py file (with --task), a bundle (.zip/.tar.gz with submission.toml: "
+                                  "every task it names, or those given with --task), or 'references' for every "
+                                  "task's expert kernel")
     p.add_argument("--task", action="append", help="task slug (repeatable); default: all tasks")
     p.add_argument("--workload", action="append", help="only this workload (repeatable)")
     p.add_argument("--smoke", action="store_true", help="the small smoke workloads")

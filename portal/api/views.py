@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
+from evaluator.bundle_problems import BundleInvalid
 from leaderboard import selectors as task_selectors
 from leaderboard.models import Task
 from portal.api import serializers as s
@@ -27,7 +28,6 @@ from portal.moderation.permissions import is_moderator
 from portal.moderation.services import do_moderate
 from portal.submissions import actions, selectors
 from portal.submissions.models import Submission
-from portal.submissions.problems import BundleInvalid
 from portal.submissions.quotas import QuotaExceeded
 from portal.teams.models import ApiToken
 from portal.teams.selectors import team_tokens

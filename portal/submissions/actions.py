@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.judge import JudgeResult
+from evaluator.bundle_problems import BundleInvalid, Problem
 from evaluator.result import RunResult
 from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.models import Task
@@ -49,7 +50,6 @@ from portal.submissions.models import (
     TaskResult,
     WorkloadResult,
 )
-from portal.submissions.problems import BundleInvalid, Problem
 from portal.submissions.quotas import quota_check_locked
 from portal.submissions.storage import BlobWriter
 from portal.submissions.validation import KnownTask, ValidatedBundle, check_bundle

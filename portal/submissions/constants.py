@@ -8,6 +8,8 @@ changes a status.
 
 from django.db import models
 
+from evaluator.manifest import DEFAULT_BUDGET as DEFAULT_BUDGET  # the manifest's default, defined once
+
 
 class Status(models.TextChoices):
     RECEIVED = "received", "received"
@@ -42,8 +44,6 @@ class Mode(models.TextChoices):
     KERNEL = "kernel", "kernel"
     DESIGN = "design", "design only"
 
-
-DEFAULT_BUDGET = 350  # turns, as in the paper
 
 #: Stable codes of our own failures (the engine's are in evaluator.errors).
 INFRA_LOST = "portal:infra:heartbeat-lost"

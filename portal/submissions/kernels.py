@@ -9,8 +9,8 @@ than a moderator's rejection after an hour of GPU time.
 
 from __future__ import annotations
 
+from evaluator.bundle_problems import Problem
 from evaluator.static_scan import scan_source
-from portal.submissions.problems import Problem
 from tasks import python_ast
 
 

@@ -9,7 +9,7 @@ submission's guidance condition and mode, with the submission's turn budget and 
 from __future__ import annotations
 
 from agents.transcript import Event, Transcript, TranscriptError, parse
-from portal.submissions.problems import Problem
+from evaluator.bundle_problems import Problem
 
 
 def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget: int, mode: str = "kernel",

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from portal.submissions.archive import Limits, read_archive
+from evaluator.bundle_archive import Limits, read_archive
+from evaluator.bundle_problems import BundleInvalid, Problem
+from evaluator.manifest import MANIFEST_NAME, Manifest, parse_manifest
 from portal.submissions.judging import judge_configured
 from portal.submissions.kernels import check_kernel
-from portal.submissions.manifest import MANIFEST_NAME, Manifest, parse_manifest
-from portal.submissions.problems import BundleInvalid, Problem
 from portal.submissions.transcripts import check_transcript
 
 

@@ -15,10 +15,10 @@ from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from markdown_it import MarkdownIt
 
+from evaluator.bundle_problems import BundleInvalid
 from portal.submissions import actions, permissions, selectors
 from portal.submissions.forms import ReasonForm, SubmitForm
 from portal.submissions.highlight import highlight_python
-from portal.submissions.problems import BundleInvalid
 from portal.submissions.quotas import QuotaExceeded
 from portal.submissions.storage import blob_read
 from portal.submissions.transcripts import event_matches, transcript_events

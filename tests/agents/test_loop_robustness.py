@@ -16,7 +16,7 @@ from agents.cli import main
 from agents.loop import RunSpec, run_agent
 from agents.providers import ProviderConfig, make_provider
 from agents.tools import ToolBox
-from portal.submissions.manifest import parse_manifest
+from evaluator.manifest import parse_manifest
 from tasks.registry import get_task
 from tests.agents.fake_llm import FakeLLM, Reply
 

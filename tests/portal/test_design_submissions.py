@@ -8,10 +8,10 @@ import json
 import pytest
 
 from agents.judge import PROMPT_VERSION, build_rubric
+from evaluator.bundle_problems import BundleInvalid
 from portal.scores.models import JudgeScore
 from portal.submissions.actions import check_create_submission
 from portal.submissions.models import EvaluationAttempt, Submission
-from portal.submissions.problems import BundleInvalid
 from tasks.registry import get_task
 from tests.agents.fake_llm import FakeLLM, Reply
 from tests.portal.factories import make_team, make_zip, manifest_text

@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from evaluator.manifest import json_schema_text, parse_manifest
 from portal.submissions.actions import known_tasks
-from portal.submissions.manifest import json_schema_text, parse_manifest
 from portal.submissions.validation import check_bundle
 from tests.portal.factories import expert_source, make_zip
 

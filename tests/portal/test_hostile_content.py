@@ -20,7 +20,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from agents.transcript import MAX_LINE_BYTES, MAX_TRANSCRIPT_BYTES
-from portal.submissions.manifest import MANIFEST_MAX_BYTES
+from evaluator.manifest import MANIFEST_MAX_BYTES
 from portal.submissions.models import Submission
 from tests.portal import hostile as h
 

@@ -8,11 +8,11 @@ import zipfile
 
 import pytest
 
+from evaluator.bundle_problems import BundleInvalid
 from portal.audit.models import AuditLog
 from portal.submissions.actions import IdempotencyConflict, check_create_submission
 from portal.submissions.constants import Status
 from portal.submissions.models import Bundle, Submission
-from portal.submissions.problems import BundleInvalid
 from portal.submissions.validation import single_kernel_bundle
 from tests.portal.factories import (
     expert_bundle,

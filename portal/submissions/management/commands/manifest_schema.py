@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from portal.submissions.manifest import json_schema_text
+from evaluator.manifest import json_schema_text
 
 
 class Command(BaseCommand):

@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from portal.submissions.constants import DEFAULT_BUDGET
-from portal.submissions.problems import Problem
+from evaluator.bundle_problems import Problem
+
+#: The turn budget of a submission whose manifest names none: 350 turns, as in the paper.
+DEFAULT_BUDGET = 350
 
 MANIFEST_NAME = "submission.toml"
 MANIFEST_VERSION = 1
