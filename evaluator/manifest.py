@@ -46,6 +46,9 @@ class TaskEntry(_Strict):
     slug: Slug
     kernel: Annotated[str, _PATH] | None = Field(None, description="default: <slug>/kernel.py")
     transcript: Annotated[str, _PATH] | None = Field(None, description="default: <slug>/transcript.jsonl if present")
+    transcript_format: Literal["d2k", "openai-chat", "openai-responses", "anthropic"] = Field(
+        "d2k", description="the transcript's format: ours (JSONL), or another harness's log as its API returned it "
+                           "(one JSON document), converted on upload as `python -m agents import` does")
     design: Annotated[str, _PATH] | None = Field(None, description="design mode; default: <slug>/design.md")
     turns_used: int | None = Field(None, ge=0, le=100_000, description="default: from the transcript")
 

@@ -8,8 +8,10 @@ submission's guidance condition and mode, with the submission's turn budget and 
 
 from __future__ import annotations
 
-from agents.transcript import Event, Transcript, TranscriptError, parse
+from agents.importers import import_log
+from agents.transcript import MAX_TRANSCRIPT_BYTES, Event, Header, Transcript, TranscriptError, parse
 from evaluator.bundle_problems import Problem
+from evaluator.manifest import Manifest
 
 
 def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget: int, mode: str = "kernel",
@@ -34,7 +36,23 @@ def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget
     return (None, problems) if problems else (transcript, [])
 
 
-__all__ = ["TranscriptError", "check_transcript", "event_matches", "transcript_events"]
+def convert_log(path: str, data: bytes, fmt: str, manifest: Manifest, slug: str) -> tuple[bytes, Problem | None]:
+    """Another harness's log (``fmt``: openai-chat, openai-responses, anthropic) as our JSONL, with
+    the header the manifest implies (AGENTS.md: teams upload what they already have). The
+    converter is the one ``python -m agents import`` uses, and it validates what it produces."""
+    header = Header(provider=manifest.provider, model=manifest.model, harness=manifest.harness,
+                    guidance=manifest.guidance, mode=manifest.mode, budget=manifest.budget, task=slug)
+    if len(data) > MAX_TRANSCRIPT_BYTES:
+        return b"", Problem(path, "transcript", f"is {len(data):,} bytes; the limit is {MAX_TRANSCRIPT_BYTES:,}")
+    try:
+        return import_log(data, fmt, header).dumps().encode("utf-8"), None
+    except ValueError as exc:  # ImportErrorBadLog, TranscriptError, a field pydantic refuses
+        return b"", Problem(path, "transcript", f"as a log in the {fmt} format: {str(exc)[:500]}")
+    except RecursionError:
+        return b"", Problem(path, "transcript", f"as a log in the {fmt} format: nested too deeply")
+
+
+__all__ = ["TranscriptError", "check_transcript", "convert_log", "event_matches", "transcript_events"]
 
 
 def event_matches(event: Event, query: str) -> bool:

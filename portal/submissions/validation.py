@@ -20,7 +20,7 @@ from evaluator.bundle_problems import BundleInvalid, Problem
 from evaluator.manifest import MANIFEST_NAME, Manifest, parse_manifest
 from portal.submissions.judging import judge_configured
 from portal.submissions.kernels import check_kernel
-from portal.submissions.transcripts import check_transcript
+from portal.submissions.transcripts import check_transcript, convert_log
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,13 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
         if transcript_path not in files:
             problems.append(Problem(transcript_path, "missing-file", f"the transcript of task {slug} is not in the bundle"))
             return None
-        transcript, t_problems = check_transcript(transcript_path, files[transcript_path], slug=slug,
+        data = files[transcript_path]
+        if entry.transcript_format != "d2k":  # another harness's log: converted, then checked like ours
+            data, t_problem = convert_log(transcript_path, data, entry.transcript_format, manifest, slug)
+            if t_problem is not None:
+                problems.append(t_problem)
+                return None
+        transcript, t_problems = check_transcript(transcript_path, data, slug=slug,
                                                   guidance=manifest.guidance, budget=manifest.budget, mode=manifest.mode)
         problems.extend(t_problems)
         if transcript is not None:
@@ -109,7 +115,7 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
                                         f"task {slug}: turns_used = {turns}, but its transcript uses "
                                         f"{transcript.turns_used}"))
             turns = transcript.turns_used
-        found.update(transcript_path=transcript_path, transcript=files[transcript_path])
+        found.update(transcript_path=transcript_path, transcript=data)  # stored in our format
     if turns is not None and turns > manifest.budget:
         problems.append(Problem(MANIFEST_NAME, "turns-used", f"task {slug}: {turns} turns exceed the budget "
                                                              f"of {manifest.budget}"))

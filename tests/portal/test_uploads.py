@@ -229,3 +229,40 @@ def test_a_refusal_after_storing_removes_the_files(owner, media):
         check_create_submission(team=team, user=user, blob=expert_bundle(), filename="b.zip")
     assert media_files(media) == [] and not Submission.objects.exists() and not AuditLog.objects.filter(
         action="submission.transition").exists()
+
+
+@pytest.mark.parametrize("fmt", ["openai-chat", "openai-responses", "anthropic"])
+def test_another_harness_log_is_converted_on_upload_and_stored_in_our_format(owner, media, fmt):
+    """AGENTS.md: teams upload the logs they already have; the manifest names the format."""
+    import json
+
+    from agents.transcript import parse
+    from portal.submissions.storage import blob_read
+    from tests.agents.test_transcripts import ANTHROPIC, CHAT, RESPONSES
+
+    team, user = owner
+    log = {"openai-chat": CHAT, "openai-responses": RESPONSES, "anthropic": ANTHROPIC}[fmt]
+    manifest = manifest_text(f'tasks = [{{ slug = "silu-and-mul", transcript = "log.json", '
+                             f'transcript_format = "{fmt}" }}]')
+    blob = make_zip({"submission.toml": manifest, "silu-and-mul/kernel.py": KERNEL, "log.json": json.dumps(log)})
+    sub, _ = check_create_submission(team=team, user=user, blob=blob, filename="b.zip")
+    row = sub.tasks.get()
+    assert row.turns_used == 2
+    stored = parse(blob_read(row.transcript_storage_name))
+    assert (stored.header.model, stored.header.provider, stored.header.harness, stored.header.task) == (
+        "test-model", "test-provider", "pytest", "silu-and-mul")
+    assert stored.footer.stop_reason == "imported"
+
+
+def test_a_log_that_is_not_in_its_named_format_is_refused_with_the_file(owner, media):
+    team, user = owner
+    manifest = manifest_text('tasks = [{ slug = "silu-and-mul", transcript = "log.json", '
+                             'transcript_format = "anthropic" }]')
+    for log, why in (('{"messages": [{"role": "assistant", "content": 5}]}', "as a log in the anthropic format"),
+                     ("not json", "as a log in the anthropic format: the log is not JSON"),
+                     ("".join(f"[{i * 7919 % 10007}," for i in range(5000)), "as a log in the anthropic format")):  # deep
+        blob = make_zip({"submission.toml": manifest, "silu-and-mul/kernel.py": KERNEL, "log.json": log})
+        with pytest.raises(BundleInvalid, match=why) as info:
+            check_create_submission(team=team, user=user, blob=blob, filename="b.zip")
+        assert info.value.problems[0].file == "log.json"
+    assert Submission.objects.count() == 0
