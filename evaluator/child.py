@@ -232,7 +232,7 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
                 w.finish()
     except WorkerFailure as exc:
         verdict = "rejected-cheat" if exc.code in (errors.USER_TAMPER, errors.USER_PROTOCOL, errors.USER_PROCESS) \
-            else "unjudged"
+            else _failure_verdict(exc.code)
         status = "timeout" if exc.code == errors.USER_TIMEOUT else "crashed" if exc.code in (
             errors.USER_CRASH, errors.USER_EXIT) else "error"
         return TaskResult(slug=task.slug, status=status, error_code=exc.code, reason=_kept(str(exc), results, workloads),
@@ -243,7 +243,7 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
         # workloads judged before it, as a worker failure does.
         return TaskResult(slug=task.slug, status="incorrect", error_code=exc.code,
                           reason=str(exc)[:4000] if cheat else _kept(str(exc), results, workloads),
-                          verdict="rejected-cheat" if cheat else "unjudged", findings=findings,
+                          verdict="rejected-cheat" if cheat else _failure_verdict(exc.code), findings=findings,
                           workloads=[] if cheat else results, **_tails(workers))
     except errors.EvaluatorError as exc:  # ours: a trusted provider failed (judge.Judge.provider_failed)
         return TaskResult(slug=task.slug, status="error", error_code=exc.code, reason=_kept(str(exc), results, workloads),
@@ -267,12 +267,18 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
     return TaskResult(
         slug=task.slug, status="correct" if all_ok else "incorrect", error_code=code,
         reason="" if all_ok else _describe(results),
-        verdict=verdict if all_ok or forbidden else "unjudged", workloads=results, findings=findings,
+        verdict=verdict if all_ok or forbidden else "bug", workloads=results, findings=findings,
         aten_ops=sorted(judge.recorder_ops), autotune=judge.autotune, **_tails(workers),
     )
 
 
 _RULE_CODES = {"host-oom": errors.USER_HOST_OOM, "gpu-oom": errors.USER_GPU_OOM}
+
+
+def _failure_verdict(code: str) -> str:
+    """EVALUATION.md's label for a task that failed without cheating: ``bug`` when the kernel is at
+    fault (an ``eval:user:*`` code: a wrong answer, a crash, a timeout), ``unjudged`` when we are."""
+    return "bug" if code.startswith("eval:user:") else "unjudged"
 
 
 def _kept(reason: str, results: list[WorkloadResult], workloads: list[Any]) -> str:

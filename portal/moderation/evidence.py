@@ -123,7 +123,7 @@ def submission_evidence(sub: Submission) -> list[TaskEvidence]:
             if ev.speedup and ev.expert_speedup and ev.speedup > OUTLIER_FACTOR * ev.expert_speedup:
                 ev.flags.append(f"speedup {ev.speedup:.2f}× is over {OUTLIER_FACTOR}× the expert's "
                                 f"{ev.expert_speedup:.2f}×")
-            if row.verdict not in ("clean", "unjudged"):
+            if row.verdict in ("suspicious", "rejected-cheat"):  # a bug is the failed status, said already
                 ev.flags.append(f"engine verdict: {row.verdict}")
         if task.transcript_storage_name:
             ev.flags.extend(transcript_flags(task.transcript_storage_name, sub))

@@ -61,7 +61,7 @@ WRONG = [
 def test_wrong_kernel_is_caught(slug, kernel, rule, output):
     result = _check(KERNELS / kernel, slug)
     (task,) = result.tasks
-    assert task.status == "incorrect"
+    assert task.status == "incorrect" and task.verdict == "bug"
     assert task.error_code == "eval:user:wrong-answer"
     failed = [t for w in task.workloads for t in w.trials if not t.passed]
     assert failed, "a wrong kernel must fail at least one trial"
