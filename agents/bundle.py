@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from evaluator.manifest import parse_manifest
 
 MANIFEST = "submission.toml"
 #: The file each task of a run must have produced to be listed, by mode (the portal's defaults).
@@ -67,28 +68,36 @@ def write_manifest(run_dir: Path, manifest: RunManifest) -> list[str]:
     return done
 
 
+class _InFolder:
+    """The run folder as the set of files in it (``name in folder``), for the manifest's defaults."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (self.root / name).is_file()
+
+
 def bundle_files(run_dir: Path) -> list[str]:
     """The paths (inside the run folder) the manifest points at: each task's kernel or design
-    document, and its transcript where there is one; named explicitly or by the portal's defaults."""
+    document, and its transcript where there is one, read with the portal's own manifest model."""
     manifest = run_dir / MANIFEST
     if not manifest.is_file():
         raise FileNotFoundError(f"{manifest}: write the manifest first")
-    data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-    mode = data.get("mode", "kernel")
-    key = "design" if mode == "design" else "kernel"
+    parsed, problems = parse_manifest(manifest.read_bytes())
+    if parsed is None or problems:
+        raise ValueError(f"{manifest}: " + "; ".join(str(p) for p in problems))
     files = [MANIFEST]
-    for task in data.get("tasks", []):
-        entry = {"slug": task} if isinstance(task, str) else task
-        slug = entry["slug"]
-        main = entry.get(key) or f"{slug}/{PRODUCT[mode]}"
-        for path in (main, entry.get("transcript") or ""):
+    for entry in parsed.entries():
+        main = entry.design_file() if parsed.mode == "design" else entry.kernel_file()
+        for path in (main, entry.transcript or ""):
             if Path(path).is_absolute() or ".." in Path(path).parts:
-                raise ValueError(f"{manifest}: task {slug} names {path!r}, outside the run folder")
+                raise ValueError(f"{manifest}: task {entry.slug} names {path!r}, outside the run folder")
         if not (run_dir / main).is_file():
-            raise FileNotFoundError(f"{run_dir / main}: the {key} of task {slug} named by {manifest} is missing")
+            raise FileNotFoundError(f"{run_dir / main}: the file of task {entry.slug} named by {manifest} is missing")
         files.append(main)
-        transcript = entry.get("transcript") or f"{slug}/{TRANSCRIPT}"
-        if (run_dir / transcript).is_file():
+        transcript = entry.transcript_file(_InFolder(run_dir))
+        if transcript and (run_dir / transcript).is_file():
             files.append(transcript)
     return sorted(set(files), key=lambda f: (f != MANIFEST, f))
 

@@ -39,7 +39,7 @@ def unpack_kernels(bundle: Path, into: Path) -> dict[str, Path]:
         raise BundleInvalid([Problem(MANIFEST_NAME, "mode", "a design-only bundle has no kernels to run")])
     kernels: dict[str, Path] = {}
     for entry in manifest.entries():
-        name = entry.kernel or f"{entry.slug}/kernel.py"
+        name = entry.kernel_file()
         if name not in archive.files:
             problems.append(Problem(name, "missing-file", f"the kernel of task {entry.slug} is not in the bundle"))
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Container
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -51,6 +52,19 @@ class TaskEntry(_Strict):
                            "(one JSON document), converted on upload as `python -m agents import` does")
     design: Annotated[str, _PATH] | None = Field(None, description="design mode; default: <slug>/design.md")
     turns_used: int | None = Field(None, ge=0, le=100_000, description="default: from the transcript")
+
+    # The conventional paths, defined once for the portal's validation, the engine's CLI and the
+    # agent harness's bundle writer.
+    def kernel_file(self) -> str:
+        return self.kernel or f"{self.slug}/kernel.py"
+
+    def design_file(self) -> str:
+        return self.design or f"{self.slug}/design.md"
+
+    def transcript_file(self, present: Container[str]) -> str:
+        """The named transcript, else ``<slug>/transcript.jsonl`` if ``present`` holds it, else ""."""
+        conventional = f"{self.slug}/transcript.jsonl"
+        return self.transcript or (conventional if conventional in present else "")
 
 
 class Manifest(_Strict):

@@ -189,19 +189,6 @@ class _Resolver:
         return False
 
 
-def _import_aliases(tree: ast.AST) -> dict[str, str]:
-    """Local name -> module it stands for (``import torch.nn.functional as F`` -> F: torch...)."""
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    return aliases
-
-
 def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), file: str = "") -> list[ScanFinding]:
     """Findings for one Python file's text; ``file`` is copied into each finding."""
     try:
@@ -211,7 +198,6 @@ def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), 
     findings: list[ScanFinding] = []
     has_jit = False
     forbidden = set(forbidden_names)
-    aliases = _import_aliases(tree)
     names = _Resolver(tree)
     docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
     call_funcs = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
@@ -280,7 +266,7 @@ def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), 
                 if isinstance(target, ast.Attribute):
                     dotted = _dotted(target)
                     root = dotted.split(".")[0]
-                    if aliases.get(root, "").split(".")[0] in PATCHABLE_ROOTS or root in PATCHABLE_ROOTS:
+                    if any(r.split(".")[0] in PATCHABLE_ROOTS for r in names.resolve(root, node)):
                         add("patch", f"assigns {dotted}: monkeypatching a library or the harness", node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             for needle, what in (("references/", "references"), ("/references", "references"),

@@ -69,7 +69,7 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
     slug = entry.slug
     found: dict[str, object] = {"slug": slug}
     if manifest.mode == "kernel":
-        path = entry.kernel or f"{slug}/kernel.py"
+        path = entry.kernel_file()
         if path not in files:
             problems.append(Problem(path, "missing-file", f"the kernel of task {slug} is not in the bundle"))
             return None
@@ -78,7 +78,7 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
         problems.extend(kernel_problems)
         found.update(kernel_path=path, kernel_source=source)
     else:
-        path = entry.design or f"{slug}/design.md"
+        path = entry.design_file()
         data = files.get(path)
         if data is None:
             problems.append(Problem(path, "missing-file", f"the design document of task {slug} is not in the bundle"))
@@ -94,7 +94,7 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
         if b"\0" in data:  # valid UTF-8, but no text column (nor page) holds a NUL
             problems.append(Problem(path, "encoding", "contains NUL characters: not a text document"))
             return None
-    transcript_path = entry.transcript or (f"{slug}/transcript.jsonl" if f"{slug}/transcript.jsonl" in files else "")
+    transcript_path = entry.transcript_file(files)
     turns = entry.turns_used
     if transcript_path:
         if transcript_path not in files:
