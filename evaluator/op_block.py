@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -39,15 +40,36 @@ def _refusal(op: str) -> Callable[..., Any]:
     return refuse
 
 
-def block(ops: Iterable[str], device_type: str) -> tuple[Library | None, list[str]]:
+@dataclass
+class Block:
+    """The registrations that refuse the forbidden ops, and what the dispatcher said about them.
+
+    ``lib`` must stay alive: destroying it restores the original kernels. ``registrations`` is
+    the dispatcher's own listing of every kernel registered for the blocked key on each blocked
+    overload (ours active, the original inactive under it), taken right after the block: code
+    that registers its own kernel over ours (``Library("aten", "IMPL").impl("mm", ...)``, the
+    way back to cuBLAS through a function of its own) adds a line there, so :func:`intact` sees it.
+    """
+
+    lib: Library | None = None
+    key: str = ""
+    blocked: list[str] = field(default_factory=list)
+    registrations: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _registered(qualified: str, key: str) -> list[str]:
+    """The dispatcher's lines for ``key`` on one op overload (``aten::mm``): active and inactive."""
+    dump = torch._C._dispatch_dump(qualified)
+    return [line for line in dump.splitlines() if line.startswith((f"{key}:", f"{key} (inactive):"))]
+
+
+def block(ops: Iterable[str], device_type: str) -> Block:
     """Replace the kernels of ``ops`` (``aten::name``) for ``device_type`` with refusals.
 
-    Returns the library holding the registrations (it must stay alive: destroying it restores the
-    original kernels, which :func:`intact` checks after every call) and the overloads blocked.
+    Returns the :class:`Block`, which the worker keeps for its life and checks after every call.
     """
     key = {"cuda": "CUDA", "cpu": "CPU"}[device_type]
-    lib: Library | None = None
-    blocked: list[str] = []
+    out = Block(key=key)
     for op in ops:
         namespace, _, name = op.partition("::")
         if namespace != "aten" or not hasattr(torch.ops.aten, name):
@@ -61,15 +83,20 @@ def block(ops: Iterable[str], device_type: str) -> tuple[Library | None, list[st
                 continue
             if not has_kernel:
                 continue  # composite here: it decomposes into ops that have kernels
-            if lib is None:
-                lib = Library("aten", "IMPL")
+            if out.lib is None:
+                out.lib = Library("aten", "IMPL")
             with warnings.catch_warnings():  # "overriding a previously registered kernel": the point
                 warnings.simplefilter("ignore")
-                lib.impl(qualified, _refusal(op), key)
-            blocked.append(f"aten::{qualified}")
-    return lib, blocked
+                out.lib.impl(qualified, _refusal(op), key)
+            out.blocked.append(f"aten::{qualified}")
+    out.registrations = {op: _registered(op, key) for op in out.blocked}
+    return out
 
 
-def intact(lib: Library | None, blocked: list[str]) -> bool:
-    """Whether the block still stands: the library was not destroyed by the code it guards."""
-    return not blocked or (lib is not None and lib.m is not None)
+def intact(state: Block) -> bool:
+    """Whether the block still stands: its library is alive and nothing registered over it."""
+    if not state.blocked:
+        return True
+    if state.lib is None or state.lib.m is None:
+        return False
+    return all(_registered(op, state.key) == lines for op, lines in state.registrations.items())

@@ -60,6 +60,11 @@ DISPATCH_PROBES = ("_len_torch_dispatch_stack", "_disable_current_modes", "_get_
                    "_python_dispatch")
 DISPATCH_WHY = "probes torch's dispatch modes: can tell when the op recorder is active"
 _DISPATCH_RE = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(DISPATCH_PROBES) + r")(?![A-Za-z0-9])")
+#: torch.library entry points that register kernels; aimed at ``aten`` they replace PyTorch's own
+#: kernels, which only the engine's forbidden-op block has a reason to do.
+REGISTRATIONS = ("torch.library.Library", "torch.library.impl", "torch.library.register_kernel",
+                 "torch.library._scoped_library", "torch.library.fallthrough_kernel")
+REGISTRATION_WHY = "registers kernels on PyTorch's own aten ops (where the forbidden-op block sits)"
 #: The task forbids one of these -> the ``@`` operator (outside Triton kernels) is a matmul call.
 MATMUL_NAMES = ("matmul", "mm", "bmm")
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -216,8 +221,13 @@ def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), 
             if r in SUSPICIOUS_CALLS and (verb == "calls" or "." in r):
                 add("call", f"{verb} {shown(raw, r)}: {SUSPICIOUS_CALLS[r]}", node)
                 break
+        # Triton's own ops (tl.sort, tl.topk, tl.dot) and anything a @triton.jit body calls run
+        # on the device as the kernel's work: no library op the task forbids can be reached there.
+        on_device = forbidden and names.in_triton_jit(node)
         for r in resolved:
             parts = r.split(".")
+            if on_device or parts[0] == "triton":
+                break
             # torch.ops.aten.mm.default names the op in the middle of the chain
             if parts[-1] in forbidden or (parts[:2] == ["torch", "ops"] and forbidden.intersection(parts[2:])):
                 add("forbidden", f"{verb} {shown(raw, r)}, which this task forbids", node)
@@ -254,6 +264,10 @@ def scan_source(source: str, forbidden_names: list[str] | tuple[str, ...] = (), 
             pure = _pure_dotted(node.func)
             resolved = names.resolve(pure, node) if pure else [name]
             check_use(name, resolved, node, "calls")
+            first = node.args[0] if node.args else None
+            if set(REGISTRATIONS).intersection(resolved) and isinstance(first, ast.Constant) \
+                    and isinstance(first.value, str) and first.value.split("::")[0] == "aten":
+                add("harness", f"calls {name}({first.value!r}): {REGISTRATION_WHY}", node)
             attr = node.args[1] if len(node.args) > 1 else None
             if {"getattr", "builtins.getattr"}.intersection(resolved) and isinstance(attr, ast.Constant) \
                     and isinstance(attr.value, str):  # getattr(torch, "matmul") is torch.matmul

@@ -148,7 +148,7 @@ class Worker:
         self.modules: list[ModuleType] = []
         self.snapshot = _watched()
         # Last, after the harness's own set-up and before any provider is imported.
-        self.op_block, self.blocked_ops = op_block.block(setup.forbidden_ops, self.device.type)
+        self.op_block = op_block.block(setup.forbidden_ops, self.device.type)
 
     def load(self) -> bool:
         return all(self._load_one(name, spec) for name, spec in self.setup.providers.items())
@@ -321,8 +321,8 @@ class Worker:
             else:
                 done = self.run_call(Call.model_validate(msg))
             done.tampered = _tampered(self.snapshot)
-            if not op_block.intact(self.op_block, self.blocked_ops):
-                done.tampered.append("evaluator.op_block (the forbidden-op block was removed)")
+            if not op_block.intact(self.op_block):
+                done.tampered.append("evaluator.op_block (the forbidden-op block was removed or overridden)")
             done.autotune = self.autotune()
             self._reply(done)
 

@@ -64,8 +64,12 @@ EXPECTED = {
     "write_outside.py": {errors.USER_WRONG_ANSWER},
     "network.py": {errors.USER_WRONG_ANSWER},
     "stdout_flood.py": {errors.USER_OUTPUT_FLOOD},
+    "probe_recorder.py": {errors.USER_FORBIDDEN},
+    "unblock_library.py": {errors.USER_TAMPER},
 }
-TIMING_CHEATS = {"count_calls.py", "side_stream.py", "escape_after_timer.py"}
+#: Cheats honest in the correctness trials: only the bench's timed calls show them.
+TIMING_CHEATS = {"count_calls.py", "side_stream.py", "escape_after_timer.py", "probe_recorder.py",
+                 "unblock_library.py"}
 
 
 def judge(kernel: Path, slug: str, command: str, workloads: list[str], compare: list[str] | None = None,

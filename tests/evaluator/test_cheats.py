@@ -94,6 +94,7 @@ BENCH_CASES = [
     ("count_calls.py", {errors.USER_TIMED_MISMATCH}, "timed call"),
     ("escape_after_timer.py", {errors.USER_TIMING_INTEGRITY}, "escaped the timer"),
     ("probe_recorder.py", {errors.USER_FORBIDDEN}, "called a forbidden op: ForbiddenOpError: aten::silu is forbidden"),
+    ("unblock_library.py", {errors.USER_TAMPER}, "the forbidden-op block was removed or overridden"),
     # A thread's output is unfinished when the harness copies it, or its work shows on the judge's clock.
     ("side_stream.py", {errors.USER_WRONG_ANSWER, errors.USER_TIMED_MISMATCH, errors.USER_TIMING_INTEGRITY}, ""),
 ]

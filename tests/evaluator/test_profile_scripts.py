@@ -153,6 +153,15 @@ def test_anticheat_report_shows_each_providers_round_trip_by_half() -> None:
     assert "| W1: candidate 95 (150/42), expert 40 (41/39) | note |" in md
 
 
+def test_anticheat_device_run_covers_the_whole_planted_corpus() -> None:
+    """Every planted cheat in tests/evaluator/cheats runs on the GPU with the code it must fail
+    with there: a cheat added to the corpus and not to the device script is caught here."""
+    mod = _load("anticheat_device")
+    planted = {p.name for p in mod.CHEATS.glob("*.py") if p.name != "__init__.py"}
+    assert planted == set(mod.EXPECTED)
+    assert set(mod.EXPECTED) >= mod.TIMING_CHEATS
+
+
 def test_anticheat_timing_overrides_are_checked_before_any_device_time() -> None:
     """``--timing spin_us=300`` reaches every judged run of the device anti-cheat (the spin's
     side-stream check), parsed by the CLI's own parser; a key the judge does not know stops the

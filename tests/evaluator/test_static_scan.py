@@ -127,3 +127,30 @@ def test_expert_kernels_have_no_findings():
     assert tasks
     for task in tasks:
         assert scan_file(task.expert_path, task.spec.forbidden.python) == [], task.slug
+
+
+def test_triton_device_ops_named_like_forbidden_ones_are_the_kernels_own_work():
+    """Inside a Triton kernel ``tl.sort`` and ``tl.topk`` are the selection written in Triton, not
+    the library op the task forbids; a jit helper named like one is a device function. The same
+    names called on tensors outside the kernel are still found."""
+    forbidden = ["sort", "topk", "dot"]
+    src = (
+        "@triton.jit\ndef topk(x):\n    return tl.sort(x)\n"
+        "@triton.jit\ndef _k(x_ptr):\n    x = tl.load(x_ptr)\n    y = tl.topk(x, 4)\n"
+        "    z = topk(x)\n    w = tl.dot(x, x)\n    s = tl.sort\n"
+    )
+    assert scan_source(CLEAN + src, forbidden) == []
+    found = scan_source(CLEAN + src + "def host(x):\n    return x.sort()\n", forbidden)
+    assert [(f.kind, f.line) for f in found] == [("forbidden", 24)]
+
+
+def test_registering_kernels_on_aten_is_found_and_a_custom_namespace_is_not():
+    src = (
+        "from torch.library import Library\nimport torch.library as tlib\n"
+        "lib = Library('aten', 'IMPL')\n"
+        "tlib.impl('aten::mm', 'CUDA')\n"
+        "mine = Library('mykernels', 'DEF')\n"
+    )
+    found = scan_source(CLEAN + src)
+    assert [(f.kind, f.line) for f in found] == [("harness", 15), ("harness", 16)]
+    assert "aten ops" in found[0].message and "Library('aten')" in found[0].message
