@@ -7,8 +7,8 @@ Unavailable`` with ``Retry-After``: the API's error body (code ``unavailable``) 
 a plain page elsewhere (rendering the site's templates needs the database). Nothing half-written
 is left by such a failure: the transaction rolls back and the upload's files are removed
 (:class:`portal.submissions.storage.BlobWriter`). A COMMIT whose answer was lost may still have
-succeeded, which is why the message points at the Idempotency-Key. Other errors keep Django's
-500 page.
+succeeded, which is why the message points at the Idempotency-Key. Other errors are a 500: the
+API's error body (code ``server_error``) under ``/api/``, Django's 500 page elsewhere.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def database_unavailable(exc: BaseException | None) -> bool:
 
 def handler500(request: HttpRequest) -> HttpResponse:
     if not database_unavailable(sys.exc_info()[1]):
+        if request.path.startswith("/api/"):  # the API's one error shape, for every status
+            return JsonResponse(error_body("server_error", "the server failed on this request; it is logged"),
+                                status=500)
         return server_error(request)
     if request.path.startswith("/api/"):
         response: HttpResponse = JsonResponse(error_body("unavailable", MESSAGE), status=503)

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from portal.health import healthz, readyz
 from portal.submissions.status_views import status
@@ -14,6 +15,8 @@ handler404 = "portal.api.errors.not_found"
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    # The admin's own sign-in has no rate limit: it sends people to the one that has.
+    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),

@@ -25,11 +25,17 @@ class Viewer:
         return {"team_ids": self.team_ids, "moderator": self.moderator}
 
 
+def may_moderate(request: Request) -> bool:
+    """Moderation is a person's right, signed in: never a team token's, even one a moderator made,
+    since a token is handed to a team's harness and must carry only that team's rights."""
+    return not isinstance(request.auth, ApiToken) and is_moderator(request.user)
+
+
 def viewer_of(request: Request) -> Viewer:
     if isinstance(request.auth, ApiToken):
-        return Viewer(frozenset({request.auth.team_id}), is_moderator(request.user))
+        return Viewer(frozenset({request.auth.team_id}), moderator=False)
     ids = frozenset(teams_of(request.user).values_list("pk", flat=True)) if request.user.is_authenticated else frozenset()
-    return Viewer(ids, is_moderator(request.user))
+    return Viewer(ids, may_moderate(request))
 
 
 def acting_team(request: Request, slug: str | None = None) -> Team:

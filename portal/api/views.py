@@ -22,9 +22,8 @@ from portal.api.errors import ApiError
 from portal.api.filters import SubmissionFilter
 from portal.api.pagination import CreatedCursorPagination
 from portal.api.schema import ERROR
-from portal.api.viewer import acting_team, viewer_of
+from portal.api.viewer import acting_team, may_moderate, viewer_of
 from portal.moderation.evidence import moderation_queue
-from portal.moderation.permissions import is_moderator
 from portal.moderation.services import do_moderate
 from portal.submissions import actions, selectors
 from portal.submissions.models import Submission
@@ -156,7 +155,8 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     def judge(self, request: Request, pk: str | None = None) -> Response:
         """The LLM judge's scores: a design-only submission's designs, a published one's kernels."""
         sub = self.get_object()
-        return Response(s.JudgeScoreSerializer(selectors.judge_scores(sub), many=True).data)
+        return Response(s.JudgeScoreSerializer(selectors.judge_scores(sub, private=self._private(sub)),
+                                               many=True).data)
 
     @extend_schema(responses=s.TaskLogSerializer(many=True))
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
@@ -171,8 +171,8 @@ class SubmissionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     @action(detail=True, methods=["post"])
     def decisions(self, request: Request, pk: str | None = None) -> Response:
         """Moderators: approve, reject (reason required) or request a re-run."""
-        if not is_moderator(request.user):
-            raise ApiError("only moderators may decide on submissions", code="permission_denied", status_code=403)
+        if not may_moderate(request):
+            raise ApiError("only moderators, signed in, may decide on submissions", code="permission_denied", status_code=403)
         sub = self.get_object()
         form = s.DecisionSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -206,8 +206,8 @@ class ModerationQueueView(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Submission]:
         if getattr(self, "swagger_fake_view", False):
             return Submission.objects.none()
-        if not is_moderator(self.request.user):
-            raise ApiError("only moderators may see the moderation queue", code="permission_denied", status_code=403)
+        if not may_moderate(self.request):
+            raise ApiError("only moderators, signed in, may see the moderation queue", code="permission_denied", status_code=403)
         return moderation_queue().prefetch_related("tasks__task")
 
     def get_serializer_context(self) -> dict:
@@ -233,8 +233,10 @@ class TokenViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, mixins.Destro
         form.is_valid(raise_exception=True)
         team = acting_team(request, form.validated_data.get("team"))
         try:
+            maker = request.auth if isinstance(request.auth, ApiToken) else None
             issued = token_create(team, name=form.validated_data["name"], actor=request.user,
-                                  days=form.validated_data.get("days"))
+                                  days=form.validated_data.get("days"),
+                                  not_after=maker.expires_at if maker else None)
         except TokenError as exc:
             raise ApiError(str(exc), code="invalid_token_request") from None
         return Response({**s.TokenSerializer(issued.token).data, "token": issued.secret}, status=status.HTTP_201_CREATED)

@@ -263,6 +263,11 @@ D2K_TASK_TIMEOUT_S = env_int("D2K_TASK_TIMEOUT_S", 1800)
 D2K_TOKEN_DEFAULT_DAYS = env_int("D2K_TOKEN_DEFAULT_DAYS", 90)
 #: Failed sign-ins allowed per client address per minute.
 D2K_LOGIN_RATE_PER_MIN = env_int("D2K_LOGIN_RATE_PER_MIN", 10)
+# Tokens a user may create on the team page in an hour (the API's are DRF's "tokens" throttle).
+D2K_TOKEN_CREATE_PER_HOUR = env_int("D2K_TOKEN_CREATE_PER_HOUR", 20)
+# Trusted proxies in front of the web processes (the TLS proxy of docs/deploy.md is one): rate
+# limits count the address the outermost one saw, from the right of X-Forwarded-For.
+D2K_PROXY_HOPS = env_int("D2K_PROXY_HOPS", 0)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "submissions:mine"
@@ -284,6 +289,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "portal.api.schema.ApiAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
     "DEFAULT_THROTTLE_RATES": {"tokens": os.environ.get("D2K_TOKEN_THROTTLE", "30/min")},
+    "NUM_PROXIES": D2K_PROXY_HOPS or None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "D2K-Bench API",

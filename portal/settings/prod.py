@@ -10,7 +10,10 @@ from portal.settings.base import CACHE_URL, INSECURE_SECRET_KEY, SECRET_KEY, cac
 if not SECRET_KEY or SECRET_KEY == INSECURE_SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set to a private value in production")
 
-DEBUG = env_bool("DEBUG", False)
+# Debug pages show tracebacks, settings and SQL to anyone: never in production.
+if env_bool("DEBUG", False):
+    raise ImproperlyConfigured("DEBUG must be off in production (portal.settings.prod); use portal.settings.dev")
+DEBUG = False
 # One cache for every web process (boards, the sign-in rate limit): CACHE_URL, or the broker's
 # Redis when the broker is Redis.
 if not CACHE_URL and CELERY_BROKER_URL.startswith(("redis://", "rediss://")):  # noqa: F405

@@ -119,13 +119,14 @@ def _locked(submission_id: int) -> Submission:
 
 
 def _new_attempt(sub: Submission, *, actor: Actor, reason: str, hardware: str | None = None,
-                 avoid_worker: str = "") -> EvaluationAttempt:
+                 avoid_worker: str = "", team_rerun: bool = False) -> EvaluationAttempt:
     number = (sub.attempts.order_by("-number").values_list("number", flat=True).first() or 0) + 1
     if hardware and hardware != sub.hardware:
         raise InvalidTransition(sub.status, S.QUEUED, "a re-run on another hardware profile is a new submission")
     attempt = EvaluationAttempt.objects.create(submission=sub, number=number, status=S.QUEUED,
                                                queue=queue_for(sub.hardware, sub.mode), requested_by_label=actor.label,
-                                               request_reason=reason, avoid_worker=avoid_worker)
+                                               request_reason=reason, avoid_worker=avoid_worker,
+                                               team_rerun=team_rerun)
     sub.current_attempt = attempt
     sub.save(update_fields=["current_attempt", "updated_at"])
     return attempt
@@ -249,14 +250,15 @@ def do_rerun(submission: Submission, *, user: AbstractBaseUser, reason: str = ""
         raise InvalidTransition(sub.status, S.QUEUED, f"a {sub.status} submission cannot be re-run"
                                 + ("" if by_moderator else " by its team"))
     if not by_moderator:
-        quota_check_locked(Team.objects.select_for_update().get(pk=sub.team_id), new_submission=False)
+        quota_check_locked(Team.objects.select_for_update().get(pk=sub.team_id))
     avoid = ""
     if other_node:
         avoid = sub.attempts.exclude(worker="").order_by("-number").values_list("worker", flat=True).first() or ""
         if not avoid:
             raise InvalidTransition(sub.status, S.QUEUED, "no earlier attempt ran on a node, so there is no other node")
     actor = Actor(user=user)
-    attempt = _new_attempt(sub, actor=actor, reason=reason or "re-run", hardware=hardware, avoid_worker=avoid)
+    attempt = _new_attempt(sub, actor=actor, reason=reason or "re-run", hardware=hardware, avoid_worker=avoid,
+                           team_rerun=not by_moderator)
     _transition(sub, S.QUEUED, actor=actor, attempt=attempt, reason=reason or "re-run requested",
                 data={"rerun": True, **({"avoid_worker": avoid} if avoid else {})})
     dispatch_on_commit(sub.pk, attempt.number, attempt.queue)

@@ -140,6 +140,7 @@ class EvaluationAttempt(models.Model):
     delivery = models.CharField(max_length=64, blank=True,
                                 help_text="the broker message (Celery task id) whose delivery holds the claim")
     infra_retries = models.PositiveIntegerField(default=0)
+    team_rerun = models.BooleanField(default=False, help_text="a re-run the team asked for: it uses the daily quota")
     progress = models.JSONField(default=dict, blank=True,
                                 help_text="{task_index, task_count, task, workload_done, workload_total, phase}")
     mode = models.CharField(max_length=16, blank=True, help_text="gpu or interpreter")

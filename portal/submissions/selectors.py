@@ -70,10 +70,26 @@ def attempt_results(attempt: EvaluationAttempt | None) -> list[TaskResult]:
                 .order_by("task__task_id"))
 
 
-def judge_scores(submission: Submission) -> list[JudgeScore]:
-    """The judge's scores of a submission's tasks (design documents and, once published, kernels)."""
-    return list(JudgeScore.objects.filter(submission_task__submission=submission)
-                .select_related("submission_task__task").order_by("submission_task__position", "kind", "-created_at"))
+def judge_scores(submission: Submission, *, private: bool = True) -> list[JudgeScore]:
+    """The judge's scores of a submission's tasks (design documents and, once published, kernels).
+
+    Outsiders (``private=False``) see only what is published: the judgement made at publication
+    (no attempt) and the published attempt's; a moderator's re-run of a design-only submission
+    is judged again, and that judgement stays with the team and moderators until it is approved.
+    """
+    rows = JudgeScore.objects.filter(submission_task__submission=submission)
+    if not private:
+        rows = rows.filter(Q(attempt__isnull=True) | Q(attempt_id=submission.published_attempt_id))
+    return list(rows.select_related("submission_task__task")
+                .order_by("submission_task__position", "kind", "-created_at"))
+
+
+def judge_scores_by_task(scores: list[JudgeScore]) -> dict[int, list[JudgeScore]]:
+    """The scores grouped by submission task id, for a page's per-task column."""
+    out: dict[int, list[JudgeScore]] = {}
+    for row in scores:
+        out.setdefault(row.submission_task_id, []).append(row)
+    return out
 
 
 def engine_task_result(row: TaskResult) -> EngineTaskResult:

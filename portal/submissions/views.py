@@ -81,6 +81,7 @@ def _context(request: HttpRequest, sub) -> dict:  # noqa: ANN001
     return {
         "sub": sub, "private": private, "attempt": attempt, "results": results,
         "scores": {r.pk: selectors.task_score(r) for r in results},
+        "judges": selectors.judge_scores_by_task(selectors.judge_scores(sub, private=private)),
         "attempts": selectors.attempts_of(sub) if private else [],
         "can_act": permissions.can_act(request.user, sub),
         "cancellable": sub.status in actions.TEAM_CANCELLABLE,

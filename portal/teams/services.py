@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -52,7 +52,11 @@ class IssuedToken:
 
 
 @transaction.atomic
-def token_create(team: Team, *, name: str, actor: AbstractBaseUser, days: int | None = None) -> IssuedToken:
+def token_create(team: Team, *, name: str, actor: AbstractBaseUser, days: int | None = None,
+                 not_after: datetime | None = None) -> IssuedToken:
+    """A new token for ``team``. ``not_after`` caps its expiry: a token made with another token
+    (``POST /api/v1/tokens/`` from a harness) must not outlive the one that made it, or a leaked
+    token could renew itself past its own expiry."""
     name = name.strip()
     if not name:
         raise TokenError("a token needs a name")
@@ -62,9 +66,11 @@ def token_create(team: Team, *, name: str, actor: AbstractBaseUser, days: int | 
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
+            expires_at = timezone.now() + timedelta(days=days)
+            if not_after is not None:
+                expires_at = min(expires_at, not_after)
             token = ApiToken.objects.create(team=team, created_by=actor, name=name[:80], prefix=secret[:12],
-                                            digest=token_digest(secret),
-                                            expires_at=timezone.now() + timedelta(days=days))
+                                            digest=token_digest(secret), expires_at=expires_at)
     except IntegrityError:
         raise TokenError(f"the team already has an active token named {name!r}") from None
     audit_record("token.create", token, actor=actor, data={"team": team.slug, "name": token.name, "days": days})

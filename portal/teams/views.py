@@ -6,10 +6,10 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
-from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from portal.ratelimit import client_ip, count, exceeded
 from portal.submissions.forms import TokenForm
 from portal.submissions.selectors import submissions_base
 from portal.teams.models import ApiToken, Team
@@ -17,15 +17,19 @@ from portal.teams.selectors import team_for_user, team_tokens, teams_of
 from portal.teams.services import TokenError, token_create, token_revoke
 
 
-def _client_key(request: HttpRequest) -> str:
-    return f"login-failures:{request.META.get('REMOTE_ADDR', '?')}"
+def _login_keys(request: HttpRequest) -> tuple[str, str]:
+    """Failures count per client address and per account name: one address guessing many
+    passwords, and many addresses guessing one account's, both meet the limit."""
+    username = str(request.POST.get("username", ""))[:150].lower()
+    return f"login-failures:ip:{client_ip(request)}", f"login-failures:user:{username}"
 
 
 class RateLimitedLoginView(LoginView):
-    """Django's sign-in, refusing a client after ``D2K_LOGIN_RATE_PER_MIN`` failures in a minute."""
+    """Django's sign-in, refusing a client after ``D2K_LOGIN_RATE_PER_MIN`` failures in a minute
+    (from its address, or on the account it names). The admin's sign-in redirects here."""
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:  # noqa: ANN002, ANN003
-        if cache.get(_client_key(request), 0) >= settings.D2K_LOGIN_RATE_PER_MIN:
+        if exceeded(*_login_keys(request), limit=settings.D2K_LOGIN_RATE_PER_MIN):
             response = render(request, "registration/login.html",
                               {"form": self.get_form(), "rate_limited": True}, status=429)
             response["Retry-After"] = "60"
@@ -33,9 +37,7 @@ class RateLimitedLoginView(LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form) -> HttpResponse:  # noqa: ANN001
-        key = _client_key(self.request)
-        cache.add(key, 0, timeout=60)
-        cache.incr(key)
+        count(*_login_keys(self.request))
         return super().form_invalid(form)
 
 
@@ -69,14 +71,23 @@ def tokens(request: HttpRequest, slug: str) -> HttpResponse:
     team = _team(request, slug)
     form = TokenForm(request.POST or None, initial={"days": settings.D2K_TOKEN_DEFAULT_DAYS})
     issued = None
-    if request.method == "POST" and form.is_valid():
+    limited = request.method == "POST" and exceeded(f"token-create:user:{request.user.pk}",
+                                                      limit=settings.D2K_TOKEN_CREATE_PER_HOUR)
+    if limited:
+        form.add_error(None, "Too many tokens created in the last hour; wait before creating another.")
+    elif request.method == "POST" and form.is_valid():
+        count(f"token-create:user:{request.user.pk}", window_s=3600)
         try:
             issued = token_create(team, name=form.cleaned_data["name"], actor=request.user,
                                   days=form.cleaned_data["days"])
         except TokenError as exc:
             form.add_error("name", str(exc))
-    return render(request, "teams/tokens.html", {"team": team, "tokens": team_tokens(team), "form": form,
-                                                 "issued": issued}, status=400 if form.errors else 200)
+    response = render(request, "teams/tokens.html", {"team": team, "tokens": team_tokens(team), "form": form,
+                                                     "issued": issued},
+                      status=429 if limited else 400 if form.errors else 200)
+    if limited:
+        response["Retry-After"] = "3600"
+    return response
 
 
 @login_required

@@ -189,5 +189,15 @@ def test_a_design_rerun_keeps_the_earlier_judgement_and_the_board_follows_public
     assert stored == {first.pk: 40.0, second.pk: 75.0}  # both kept
     board.refresh_from_db()
     assert board.design_score == 40.0  # the published attempt's, while the re-run waits for moderation
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    public = APIClient(HTTP_HOST="localhost").get(f"/api/v1/submissions/{sub.pk}/judge/").json()
+    assert [j["score"] for j in public] == [40.0]  # the re-run's judgement is not published yet
+    page = Client(HTTP_HOST="localhost").get(f"/submissions/{sub.pk}/").content.decode()
+    assert "design 40/100" in page and "75/100" not in page
+    member = Client(HTTP_HOST="localhost")
+    member.force_login(user)
+    assert "design 75/100" in member.get(f"/submissions/{sub.pk}/").content.decode()
     do_moderate(Submission.objects.get(pk=sub.pk), moderator=mod, decision="approve")
     assert SubmissionScore.objects.get(submission=sub, scope="all").design_score == 75.0

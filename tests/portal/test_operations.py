@@ -40,6 +40,9 @@ def test_readiness_checks_database_migrations_and_broker(client) -> None:
     finally:
         celery_app.conf.broker_write_url = real
     assert down.status_code == 503 and not down.json()["checks"]["broker"]["ok"]
+    # Public: the kind of failure, not the driver's message with its host and port.
+    assert down.json()["checks"]["broker"]["detail"].endswith("(details in the log)")
+    assert "6379" not in down.content.decode() and ":1/" not in down.content.decode()
     assert down.json()["checks"]["database"]["ok"]
 
 
@@ -61,6 +64,8 @@ def test_production_settings_refuse_a_default_secret_and_pass_the_deploy_check()
     settings_code = (setup + "; from django.conf import settings as s; "
                      "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.DEBUG)")
     assert _run(env, settings_code).stdout.split() == ["True", "True", "31536000", "False"]
+    debug = _run({**env, "DEBUG": "1"}, setup)  # tracebacks and settings for anyone: refused
+    assert debug.returncode != 0 and "DEBUG must be off in production" in debug.stderr
 
 
 def test_production_logs_are_one_json_object_per_line() -> None:
