@@ -19,7 +19,7 @@ from django.db.models import F, QuerySet
 
 from evaluator.result import RunResult
 from evaluator.result_merge import merge_runs
-from evaluator.score_result import score_run
+from evaluator.score_result import measured, score_run
 from evaluator.scoring import SubmissionScore as Scored
 from evaluator.scoring import TaskScore as Score
 from evaluator.scoring import eager_reference, submission_score
@@ -30,9 +30,11 @@ from portal.scores.models import ALL, SubmissionScore, TaskScore
 T = TypeVar("T")
 
 SORTS = {
-    "score": "-performance_score", "correct": "-correct_count", "geomean": "-geomean_correct",
-    "sol": "-mean_sol_fraction", "date": "-published_at", "model": "model_name", "turns": "turns_used",
-    # The judge's means; rows not yet judged go last (PostgreSQL puts NULLs first when descending).
+    "score": "-performance_score", "correct": "-correct_count", "date": "-published_at", "model": "model_name",
+    # Fields a row may lack (no correct task: no geomean or SOL; not judged; no turns) go last
+    # either way: PostgreSQL puts NULLs first when descending, SQLite last; both follow this.
+    "geomean": F("geomean_correct").desc(nulls_last=True), "sol": F("mean_sol_fraction").desc(nulls_last=True),
+    "turns": F("turns_used").asc(nulls_last=True),
     "design": F("design_score").desc(nulls_last=True), "implementation": F("implementation_score").desc(nulls_last=True),
 }
 #: The sort of a board shown without one: design-only submissions have judge scores, not timings.
@@ -148,8 +150,17 @@ def reference_rows(hardware: str, scope: str = ALL) -> list[ReferenceRow]:
         return out
     for provider, name in (("compile", "torch.compile"), ("candidate", "expert kernels")):
         scores = {slug: s for slug, s in score_run(ref.result, provider).items() if slug in slugs}
+        suite_slugs = slugs
+        if provider == "compile":
+            # A task whose runs never asked for torch.compile says nothing about it: it is left out
+            # of the row (and the row says so), not counted as a failure of torch.compile.
+            timed = {t.slug for t in ref.result.tasks if measured(t, provider)}
+            suite_slugs = [slug for slug in slugs if slug in timed]
+            scores = {slug: s for slug, s in scores.items() if slug in timed}
+            if len(suite_slugs) < len(slugs):
+                name = f"{name} ({len(suite_slugs)} of {len(slugs)} tasks timed)"
         if scores and any(s.correct for s in scores.values()):
-            out.append(ReferenceRow(name, submission_score(scores, slugs), ref.latest))
+            out.append(ReferenceRow(name, submission_score(scores, suite_slugs), ref.latest))
     return out
 
 

@@ -3,20 +3,17 @@ the hardware fingerprint, the transcript and the diff against the team's previou
 kernel for the same task. Reads only; scores come from :mod:`evaluator.score_result`.
 
 Outliers compare the candidate's task speedup with the expert kernel's on the same profile, taken
-from the measured reference run ``docs/results/<profile>-bench.json`` when there is one.
+from the imported reference runs, the same ones the board's expert row reads
+(:func:`leaderboard.board_queries.expert_speedups`).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from django.conf import settings
 from django.db.models import QuerySet
 
-from evaluator.result import RunResult
-from evaluator.score_result import score_task_result
+from leaderboard.board_queries import expert_speedups
 from portal.submissions import selectors
 from portal.submissions.constants import Status
 from portal.submissions.highlight import highlight_diff
@@ -63,25 +60,6 @@ def transcript_flags(storage_name: str, submission: Submission | None = None) ->
                 if needle in arguments:
                     flags.append(f"turn {event.turn}: tool call {call.name} mentions {needle!r} ({what})")
     return flags
-
-
-@functools.lru_cache(maxsize=8)
-def _expert_run(path: str, mtime: float) -> RunResult | None:
-    try:
-        return RunResult.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def expert_speedups(hardware: str) -> dict[str, float]:
-    path = Path(settings.BASE_DIR) / "docs" / "results" / f"{hardware}-bench.json"
-    if not path.is_file():
-        return {}
-    run = _expert_run(str(path), path.stat().st_mtime)
-    if run is None:
-        return {}
-    scores = {t.slug: score_task_result(t) for t in run.tasks}
-    return {slug: s.speedup for slug, s in scores.items() if s.correct and s.speedup}
 
 
 @dataclass

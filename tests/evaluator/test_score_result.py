@@ -58,3 +58,36 @@ def test_untimed_or_smoke_only_runs_cannot_be_scored() -> None:
     assert not untimed.correct and "not timed" in untimed.findings[0]
     smoke_only = score_task_result(_task(_workload("S1", 1.0, 1.0, smoke=True)))
     assert not smoke_only.correct and "smoke-only" in smoke_only.findings[0]
+
+
+def test_torch_compile_is_scored_by_its_own_outcome_not_the_candidates() -> None:
+    """The torch.compile reference row: a workload the expert got wrong is still torch.compile's
+    timed run; torch.compile failing on the baseline fails its task with that reason; a run that
+    never asked for torch.compile does not measure it."""
+    from evaluator.score_result import measured
+
+    def with_compile(w: WorkloadResult, ms: float | None, why: str = "") -> WorkloadResult:
+        timings = dict(w.timings)
+        if ms is not None:
+            timings["compile"] = _timing(ms)
+        return w.model_copy(update={"timings": timings, "untimed": {"compile": why} if why else {}})
+
+    expert_wrong = _task(with_compile(_workload("W1", 4.0, 1.0, correct=False), 2.0), status="incorrect")
+    assert not score_task_result(expert_wrong).correct
+    compiled = score_task_result(expert_wrong, "compile")
+    assert compiled.correct and math.isclose(compiled.speedup, 2.0)
+
+    failed = _task(with_compile(_workload("W1", 4.0, 1.0), 2.0),
+                   with_compile(_workload("W2", 4.0, 1.0), None, "torch.compile of the baseline failed: InductorError"))
+    score = score_task_result(failed, "compile")
+    assert not score.correct and "W2: torch.compile of the baseline failed" in score.findings[0]
+    assert measured(failed, "compile")
+
+    not_asked = _task(_workload("W1", 4.0, 1.0))
+    assert not measured(not_asked, "compile") and measured(not_asked, "candidate")
+
+
+@pytest.mark.parametrize("times", [(4.0, 0.0), (0.0, 1.0), (4.0, float("nan"))])
+def test_a_zero_or_non_finite_time_fails_the_task_instead_of_stopping_the_scoring(times) -> None:
+    score = score_task_result(_task(_workload("W1", 4.0, 1.0), _workload("W2", *times)))
+    assert not score.correct and "zero or non-finite time" in score.findings[0] and "W2" in score.findings[0]
