@@ -197,17 +197,26 @@ def reroof(result: RunResult, tasks: Iterable[Task]) -> list[str]:
         if task is None:
             continue
         for wr in tr.workloads:
-            flops, nbytes = task.roofline(wr.params)
-            dtype = task.compute_dtype(wr.params)
-            same_ceiling = profile.peak_flops(dtype) == stored.peak_flops(dtype)
-            if not wr.timings or ((flops, nbytes) == (wr.flops, wr.bytes) and same_ceiling):
-                continue
-            old = wr.sol_fraction.get("candidate")
-            wr.flops, wr.bytes = flops, nbytes
-            set_sol(wr, profile, dtype)
-            new = wr.sol_fraction.get("candidate")
-            if old is not None and new is not None and f"{old:.1%}" == f"{new:.1%}":
-                continue  # no visible change: a ceiling its SOL does not use (memory-bound), say
-            changed.append(f"{tr.slug} {wr.name}: candidate SOL {old:.1%} -> {new:.1%}" if old and new
-                           else f"{tr.slug} {wr.name}: roofline re-evaluated")
+            line = reroof_workload(wr, task, stored)
+            if line:
+                changed.append(f"{tr.slug} {line}")
     return changed
+
+
+def reroof_workload(wr: WorkloadResult, task: Task, stored: HardwareProfile) -> str:
+    """One workload of :func:`reroof`, in place, against ``stored`` (the ceilings its run recorded);
+    the portal calls it on every stored workload of a published submission when the catalogue
+    changes. Returns what changed visibly, or "" (nothing, or nothing a reader would see)."""
+    profile = int8_at_fp8_rate(stored)
+    flops, nbytes = task.roofline(wr.params)
+    dtype = task.compute_dtype(wr.params)
+    same_ceiling = profile.peak_flops(dtype) == stored.peak_flops(dtype)
+    if not wr.timings or ((flops, nbytes) == (wr.flops, wr.bytes) and same_ceiling):
+        return ""
+    old = wr.sol_fraction.get("candidate")
+    wr.flops, wr.bytes = flops, nbytes
+    set_sol(wr, profile, dtype)
+    new = wr.sol_fraction.get("candidate")
+    if old is not None and new is not None and f"{old:.1%}" == f"{new:.1%}":
+        return ""  # no visible change: a ceiling its SOL does not use (memory-bound), say
+    return f"{wr.name}: candidate SOL {old:.1%} -> {new:.1%}" if old and new else f"{wr.name}: roofline re-evaluated"

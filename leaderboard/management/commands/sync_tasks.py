@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from leaderboard.services import task_sync
+from portal.scores.rescore import rescore_published
 from tasks.registry import load_tasks
 
 
@@ -43,5 +44,10 @@ class Command(BaseCommand):
         for label, items in lines:
             if items:
                 self.stdout.write(f"{label} ({len(items)}): {', '.join(items)}")
+        if result.changed:  # published scores follow the catalogue: its formulas and its suite
+            done = rescore_published(report.tasks)
+            if done.submissions:
+                self.stdout.write(f"rescored {done.submissions} published submission(s); "
+                                  f"{len(done.workloads_changed)} workload SOL(s) changed")
         summary = f"{len(report.tasks)} task(s) in the tree; " + ("changes written" if result.changed else "nothing changed")
         self.stdout.write(self.style.SUCCESS(summary))
