@@ -66,7 +66,10 @@ EXPECTED = {
     "stdout_flood.py": {errors.USER_OUTPUT_FLOOD},
     "probe_recorder.py": {errors.USER_FORBIDDEN},
     "unblock_library.py": {errors.USER_TAMPER},
+    "conv_gemm.py": {errors.USER_FORBIDDEN},
 }
+#: Cheats written for another task than TASK, with the workload they run on there.
+CHEAT_TASKS = {"conv_gemm.py": ("w4a16-awq-gemm", "W1")}
 #: Cheats honest in the correctness trials: only the bench's timed calls show them.
 TIMING_CHEATS = {"count_calls.py", "side_stream.py", "escape_after_timer.py", "probe_recorder.py",
                  "unblock_library.py"}
@@ -83,10 +86,11 @@ def judge(kernel: Path, slug: str, command: str, workloads: list[str], compare: 
 
 def cheat_row(name: str, workload: str) -> dict:
     command = "bench" if name in TIMING_CHEATS else "check"
-    task, wall = judge(CHEATS / name, TASK, command, [workload], timing=FAST,
+    slug, workload = CHEAT_TASKS.get(name, (TASK, workload))
+    task, wall = judge(CHEATS / name, slug, command, [workload], timing=FAST,
                        timeout_s=60 if name == "hang.py" else 240)
     caught = task.status != "correct" and task.error_code in EXPECTED[name]
-    return {"cheat": name, "command": command, "status": task.status, "code": task.error_code,
+    return {"cheat": name, "task": slug, "command": command, "status": task.status, "code": task.error_code,
             "verdict": task.verdict, "reason": task.reason[:300].replace("\n", " "), "caught": caught,
             "wall_s": round(wall, 1)}
 

@@ -183,12 +183,40 @@ class Reference(_Strict):
     mode: Literal["function", "baseline_fp32", "baseline_fp64"] = "baseline_fp32"
 
 
+#: Every ATen op that computes a matrix product in a library kernel (cuBLAS, cuBLASLt, CUTLASS,
+#: cuDNN: a 1x1 convolution is a GEMM). A task that forbids ``aten::mm`` is a task whose work is
+#: the GEMM, and naming every route by hand in each task.toml misses some (``_addmm_activation``,
+#: ``addmv``, a convolution): such a task forbids this whole family. Ops a torch build lacks are
+#: skipped where they are used (the op block, the recorder's lookups).
+GEMM_FAMILY: tuple[str, ...] = (
+    "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
+    "aten::mv", "aten::addmv", "aten::dot", "aten::vdot", "aten::matmul", "aten::linear", "aten::einsum",
+    "aten::tensordot", "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_int_mm", "aten::_scaled_mm",
+    "aten::_scaled_mm_v2", "aten::_grouped_mm", "aten::_scaled_grouped_mm", "aten::_weight_int4pack_mm",
+    "aten::_weight_int8pack_mm", "aten::_mixed_dtypes_linear", "aten::_sparse_semi_structured_linear",
+    "aten::_cslt_sparse_mm", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
+    "aten::cudnn_convolution_transpose", "aten::cudnn_convolution_relu", "aten::cudnn_convolution_add_relu",
+    "aten::convolution_overrideable", "aten::_slow_conv2d_forward", "aten::slow_conv3d_forward",
+    "aten::slow_conv_dilated2d", "aten::slow_conv_dilated3d", "aten::slow_conv_transpose2d",
+    "aten::slow_conv_transpose3d", "aten::mkldnn_convolution", "aten::mkldnn_linear",
+)
+
+
 class Forbidden(_Strict):
-    """What a submission may not call: ATen ops (seen at run time) and Python names (static scan)."""
+    """What a submission may not call: ATen ops (seen at run time) and Python names (static scan).
+
+    ``aten`` as read is what task.toml lists, completed by :data:`GEMM_FAMILY` where it names
+    ``aten::mm``: the recorder, the op block and the agent's prompt all see the completed list.
+    """
 
     aten: list[str] = []
     python: list[str] = []
     reason: str = ""
+
+    @field_validator("aten")
+    @classmethod
+    def _complete_families(cls, ops: list[str]) -> list[str]:
+        return ops + [op for op in GEMM_FAMILY if op not in ops] if "aten::mm" in ops else ops
 
 
 class TaskSpec(_Strict):

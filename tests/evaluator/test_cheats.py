@@ -90,6 +90,16 @@ def test_cheat_fails_check(check_results, name, codes, text, verdict):
     assert task.verdict == (verdict or "bug")  # a failure that is not a cheat is the kernel's bug
 
 
+def test_a_gemm_by_another_name_is_a_forbidden_gemm():
+    """A GEMM task lists the matmul routes it forbids; a 1x1 convolution is the same library GEMM
+    under another name, and the task's forbidden family covers it."""
+    path = CHEATS / "conv_gemm.py"
+    opts = RunOptions(command="check", smoke=True, interpret=True, timeout_s=120, workloads=["S1"])
+    (task,) = run([get_task("w4a16-awq-gemm")], lambda _t: path, opts, candidate_path=path).tasks
+    assert task.error_code == errors.USER_FORBIDDEN, f"{task.error_code}: {task.reason}"
+    assert "aten::convolution" in task.reason and task.verdict == "rejected-cheat"
+
+
 BENCH_CASES = [
     ("count_calls.py", {errors.USER_TIMED_MISMATCH}, "timed call"),
     ("escape_after_timer.py", {errors.USER_TIMING_INTEGRITY}, "escaped the timer"),
