@@ -217,6 +217,8 @@ def main() -> int:
                         help="cheats: the corpus and the overhead; experts-check: every expert kernel, check on "
                              "every workload; experts-bench: every expert kernel, bench on its first workload")
     parser.add_argument("--tasks", default="", help="experts only: a comma list of task slugs (default: all)")
+    parser.add_argument("--cheats", default="", help="cheats only: a comma list of cheat files (default: the "
+                        "whole corpus); with a list, the overhead comparison is left out")
     parser.add_argument("--timing", action="append", default=[], metavar="KEY=NUMBER",
                         help="a TimingConfig override for every judged run, e.g. spin_us=300 (repeatable)")
     args = parser.parse_args()
@@ -243,15 +245,20 @@ def main() -> int:
     t0 = time.perf_counter()
     only = [s for s in args.tasks.split(",") if s]
     if args.part == "cheats":
-        untimed = [n for n in EXPECTED if n not in TIMING_CHEATS]
+        chosen = [n for n in args.cheats.split(",") if n] or list(EXPECTED)
+        unknown = sorted(set(chosen) - set(EXPECTED))
+        if unknown:
+            raise SystemExit(f"not in the corpus: {', '.join(unknown)}")
+        untimed = [n for n in chosen if n not in TIMING_CHEATS]
         with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             rows = list(pool.map(lambda n: cheat_row(n, args.workload), untimed))
-        rows += [cheat_row(n, args.workload) for n in sorted(TIMING_CHEATS)]
+        rows += [cheat_row(n, args.workload) for n in sorted(TIMING_CHEATS) if n in chosen]
         report["cheats"] = sorted(rows, key=lambda r: r["cheat"])
         save()
         print(f"cheats: {sum(r['caught'] for r in rows)}/{len(rows)} caught ({time.perf_counter() - t0:.0f} s)",
               flush=True)
-        report["overhead"] = overhead_rows(args.workload, args.repeats)
+        if not args.cheats:
+            report["overhead"] = overhead_rows(args.workload, args.repeats)
     else:
         part = args.part.replace("-", "_")
         report[part] = []
