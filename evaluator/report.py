@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluator.result import RunResult, TaskResult, WorkloadResult
+from evaluator.score_result import score_run
+from evaluator.scoring import FAILURE_PENALTY_SPEEDUP, submission_score
 
 PROVIDER_ORDER = ("baseline", "compile", "expert", "candidate", "candidate-again")
 
@@ -50,8 +52,32 @@ def terminal_table(result: RunResult) -> Table:
     return table
 
 
+def score_lines(result: RunResult) -> list[str]:
+    """The task speedups S and the Performance Score as the board computes them
+    (:mod:`evaluator.score_result`, SCORING.md): a workload's speedup capped at the speed of light,
+    a failed task at the penalty, the score over the tasks of this run (the board's is over the
+    whole suite, where a task not submitted also counts at the penalty)."""
+    if not result.timing_taken or not any("candidate" in w.timings for t in result.tasks for w in t.workloads):
+        return []
+    scores = score_run(result)
+    lines = []
+    for slug, sc in scores.items():
+        if sc.correct and sc.speedup is not None:
+            sol = f", SOL {sc.sol_fraction:.0%}" if sc.sol_fraction is not None else ""
+            lines.append(f"{slug}: S = {sc.speedup:.2f}x{sol}")
+        else:
+            why = sc.findings[0] if sc.findings else "failed"
+            lines.append(f"{slug}: failed, counts {FAILURE_PENALTY_SPEEDUP}x ({why})")
+    total = submission_score(scores, list(scores))
+    lines.append(f"Performance Score over these {total.suite_size} task(s): {total.performance_score:.3f} "
+                 f"({total.correct_count} correct)")
+    return lines
+
+
 def print_result(result: RunResult, console: Console) -> None:
     console.print(terminal_table(result))
+    for line in score_lines(result):
+        console.print(line, soft_wrap=True, markup=False)
     for t in result.tasks:
         if t.status != "correct":
             console.print(f"[red]{t.slug}: {t.status} ({t.error_code})[/red] {t.reason}", soft_wrap=True)
