@@ -49,6 +49,9 @@ def quota_check_locked(team: Team) -> None:
     runs = sorted(created + reruns)
     if len(runs) >= team.quota_per_day:
         # Room comes back when the oldest run that holds the quota full leaves the window.
-        oldest = runs[len(runs) - team.quota_per_day]
-        wait = (oldest + WINDOW - timezone.now()).total_seconds()
+        if team.quota_per_day == 0:  # no runs at all for this team: a day is as good as any answer
+            wait = WINDOW.total_seconds()
+        else:
+            oldest = runs[len(runs) - team.quota_per_day]
+            wait = (oldest + WINDOW - timezone.now()).total_seconds()
         raise QuotaExceeded("daily", team.quota_per_day, max(1, math.ceil(wait)))
