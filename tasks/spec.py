@@ -202,11 +202,35 @@ GEMM_FAMILY: tuple[str, ...] = (
 )
 
 
+#: Every ATen op that runs a fused attention library kernel (FlashAttention, memory-efficient,
+#: cuDNN, the transformer fast paths that call them), forward and backward: a task that forbids
+#: ``aten::scaled_dot_product_attention`` forbids them all, so a route its list does not name
+#: (``_flash_attention_forward_no_dropout_inplace``, ``_native_multi_head_attention``) is refused too.
+ATTENTION_FAMILY: tuple[str, ...] = (
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_attention_math",
+    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_flash_attention_backward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_efficient_attention_backward",
+    "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_cudnn_attention_backward",
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+    "aten::_flash_attention_forward", "aten::_flash_attention_forward_no_dropout_inplace",
+    "aten::_flash_attention_backward", "aten::_efficient_attention_forward", "aten::_efficient_attention_backward",
+    "aten::_cudnn_attention_forward", "aten::_cudnn_attention_backward", "aten::_native_multi_head_attention",
+    "aten::_transformer_encoder_layer_fwd",
+)
+#: A forbidden op that stands for a family: listing it forbids every member.
+FAMILIES: dict[str, tuple[str, ...]] = {"aten::mm": GEMM_FAMILY,
+                                        "aten::scaled_dot_product_attention": ATTENTION_FAMILY}
+
+
 class Forbidden(_Strict):
     """What a submission may not call: ATen ops (seen at run time) and Python names (static scan).
 
-    ``aten`` as read is what task.toml lists, completed by :data:`GEMM_FAMILY` where it names
-    ``aten::mm``: the recorder, the op block and the agent's prompt all see the completed list.
+    ``aten`` as read is what task.toml lists, completed by each of :data:`FAMILIES` whose head
+    it names (``aten::mm``: every library GEMM; ``aten::scaled_dot_product_attention``: every
+    fused attention kernel): the recorder, the op block and the agent's prompt all see the
+    completed list.
     """
 
     aten: list[str] = []
@@ -216,7 +240,11 @@ class Forbidden(_Strict):
     @field_validator("aten")
     @classmethod
     def _complete_families(cls, ops: list[str]) -> list[str]:
-        return ops + [op for op in GEMM_FAMILY if op not in ops] if "aten::mm" in ops else ops
+        out = list(ops)
+        for head, family in FAMILIES.items():
+            if head in ops:
+                out += [op for op in family if op not in out]
+        return out
 
 
 class TaskSpec(_Strict):
