@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -21,7 +23,8 @@ def _login_keys(request: HttpRequest) -> tuple[str, str]:
     """Failures count per client address and per account name: one address guessing many
     passwords, and many addresses guessing one account's, both meet the limit."""
     username = str(request.POST.get("username", ""))[:150].lower()
-    return f"login-failures:ip:{client_ip(request)}", f"login-failures:user:{username}"
+    account = hashlib.sha256(username.encode()).hexdigest()[:32]  # any text the form sent: a safe cache key
+    return f"login-failures:ip:{client_ip(request)}", f"login-failures:user:{account}"
 
 
 class RateLimitedLoginView(LoginView):
