@@ -170,7 +170,9 @@ def overhead_rows(workload: str, repeats: int) -> list[dict]:
 
 def markdown(report: dict) -> str:
     lines = ["# Anti-cheat run on the GPU", "",
-             f"Command: `bash scripts/device_anticheat.sh --part {report['part']}` ({report['when']}, {report['gpu']}).",
+             f"Command: `bash scripts/device_anticheat.sh --part {report['part']}"
+             + (f" --cheats {report['cheats_only']}" if report.get("cheats_only") else "")
+             + f"` ({report['when']}, {report['gpu']}).",
              "",
              "Timing overrides of every judged run: "
              + ", ".join(f"{k}={v}" for k, v in sorted(report.get("timing", {}).items()))
@@ -231,7 +233,7 @@ def main() -> int:
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU",
                     "sandbox": (f"bubblewrap works, namespaces {','.join(sandbox.namespaces())}" if ok
                                 else f"bubblewrap UNUSABLE: {why}"),
-                    "overhead_workload": args.workload, "timing": dict(FAST),
+                    "overhead_workload": args.workload, "timing": dict(FAST), "cheats_only": args.cheats,
                     "timing_effective": TimingConfig.from_dict(FAST).record()}
     stem = f"anti-cheat-{args.part}"
     lock = threading.Lock()
