@@ -148,20 +148,32 @@ def reference_rows(hardware: str, scope: str = ALL) -> list[ReferenceRow]:
     ref = reference_suite(hardware)
     if ref is None or not slugs:
         return out
-    for provider, name in (("compile", "torch.compile"), ("candidate", "expert kernels")):
-        scores = {slug: s for slug, s in score_run(ref.result, provider).items() if slug in slugs}
+    for provider, name in REFERENCE_PROVIDERS:
+        scores = {slug: s for slug, s in provider_scores(ref, provider).items() if slug in slugs}
         suite_slugs = slugs
-        if provider == "compile":
-            # A task whose runs never asked for torch.compile says nothing about it: it is left out
-            # of the row (and the row says so), not counted as a failure of torch.compile.
-            timed = {t.slug for t in ref.result.tasks if measured(t, provider)}
-            suite_slugs = [slug for slug in slugs if slug in timed]
-            scores = {slug: s for slug, s in scores.items() if slug in timed}
+        if provider != "candidate":  # the tasks it was measured on; the row says when that is fewer
+            suite_slugs = [slug for slug in slugs if slug in scores]
             if len(suite_slugs) < len(slugs):
                 name = f"{name} ({len(suite_slugs)} of {len(slugs)} tasks timed)"
         if scores and any(s.correct for s in scores.values()):
             out.append(ReferenceRow(name, submission_score(scores, suite_slugs), ref.latest))
     return out
+
+
+#: The timed reference providers of a board, with the names their rows carry.
+REFERENCE_PROVIDERS = (("compile", "torch.compile"), ("candidate", "expert kernels"))
+
+
+def provider_scores(ref: ReferenceSuite, provider: str) -> dict[str, Score]:
+    """Slug -> ``provider``'s task score in the reference suite. For torch.compile, only the tasks
+    the runs measured it on: a run that never asked for torch.compile says nothing about it, so
+    such a task is left out rather than counted as torch.compile failing (its own failures on
+    the baseline do count, with their reason)."""
+    scores = score_run(ref.result, provider)
+    if provider == "candidate":
+        return scores
+    timed = {t.slug for t in ref.result.tasks if measured(t, provider)}
+    return {slug: s for slug, s in scores.items() if slug in timed}
 
 
 @dataclass(frozen=True)
@@ -203,8 +215,8 @@ def task_reference_rows(hardware: str, slug: str) -> list[TaskRow]:
     ref = reference_suite(hardware)
     if ref is None:
         return out
-    for provider, name in (("compile", "torch.compile"), ("candidate", "expert kernels")):
-        s = score_run(ref.result, provider).get(slug)
+    for provider, name in REFERENCE_PROVIDERS:
+        s = provider_scores(ref, provider).get(slug)
         if s is not None:
             out.append(TaskRow(name, None, s.correct, s.speedup, s.sol_fraction,
                                ref.latest.started_at if ref.latest else None))
@@ -216,7 +228,7 @@ def expert_speedups(hardware: str) -> dict[str, float]:
     ref = reference_suite(hardware)
     if ref is None:
         return {}
-    scores = score_run(ref.result, "candidate")
+    scores = provider_scores(ref, "candidate")
     return {slug: s.speedup for slug, s in scores.items() if s.speedup}
 
 

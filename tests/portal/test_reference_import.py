@@ -175,7 +175,7 @@ def test_the_leaderboard_reads_every_run_of_a_profile_as_one_suite(task_tree, tm
     # docs/results/<profile>-bench.json alone, which misses the later run's time).
     from portal.moderation import evidence
 
-    assert evidence.expert_speedups("h200") == speedups
+    assert evidence.expert_speedups is board_queries.expert_speedups
 
 
 def test_a_merge_refuses_two_cards() -> None:
@@ -219,3 +219,8 @@ def test_the_torch_compile_row_counts_its_own_outcome(task_tree, tmp_path: Path)
     cache.clear()
     names = [r.name for r in board_queries.reference_rows("h200")]
     assert "torch.compile (1 of 2 tasks timed)" in names
+    # The task's own board follows the same rule: no torch.compile row where it was not timed.
+    assert [r.name for r in board_queries.task_reference_rows("h200", "fused-add-rmsnorm")] == [
+        "PyTorch eager", "expert kernels"]
+    assert [r.name for r in board_queries.task_reference_rows("h200", "silu-and-mul")] == [
+        "PyTorch eager", "torch.compile", "expert kernels"]

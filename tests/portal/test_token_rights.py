@@ -9,12 +9,14 @@ from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from portal.moderation.services import do_moderate
 from portal.submissions import actions
+from portal.submissions.models import Submission
 from portal.teams.models import ApiToken, Membership
 from portal.teams.services import token_create
 from tests.portal.factories import expert_bundle, make_team, make_user
@@ -86,7 +88,8 @@ def test_a_token_made_with_a_token_does_not_outlive_it(catalogue, media):
 def test_team_reruns_use_the_daily_quota_and_moderator_reruns_do_not(catalogue, media):
     team, owner = make_team("Gamma", daily_quota=2, concurrent_quota=5)
     client = bearer(token_create(team, name="ci", actor=owner).secret)
-    sub_id = client.post("/api/v1/submissions/", {"bundle": _file()}, format="multipart").json()["id"]
+    bundle = SimpleUploadedFile("b.zip", expert_bundle())
+    sub_id = client.post("/api/v1/submissions/", {"bundle": bundle}, format="multipart").json()["id"]
     assert client.post(f"/api/v1/submissions/{sub_id}/cancel/").status_code == 200
     assert client.post(f"/api/v1/submissions/{sub_id}/rerun/").status_code == 200  # run 2 of 2
     assert client.post(f"/api/v1/submissions/{sub_id}/cancel/").status_code == 200
@@ -94,16 +97,8 @@ def test_team_reruns_use_the_daily_quota_and_moderator_reruns_do_not(catalogue, 
     assert over.status_code == 429 and over.json()["error"]["code"] == "quota_daily"
     assert int(over["Retry-After"]) > 0 and "re-runs" in over.json()["error"]["message"]
     mod = make_user("mod", moderator=True)
-    from portal.submissions.models import Submission
-
     actions.do_rerun(Submission.objects.get(pk=sub_id), user=mod, reason="check", by_moderator=True)
     assert Submission.objects.get(pk=sub_id).status == "queued"  # not the team's quota
-
-
-def _file():  # noqa: ANN202
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    return SimpleUploadedFile("b.zip", expert_bundle())
 
 
 def test_the_admins_sign_in_goes_through_the_rate_limited_one(catalogue):
@@ -158,8 +153,6 @@ def test_outsiders_cannot_filter_on_a_published_submissions_real_status(catalogu
     sub, _ = actions.check_create_submission(team=team, user=owner, blob=expert_bundle(), filename="b.zip")
     mod = make_user("mod", moderator=True)
     do_moderate(evaluated(sub), moderator=mod, decision="approve")
-    from portal.submissions.models import Submission
-
     actions.do_rerun(Submission.objects.get(pk=sub.pk), user=mod, reason="again", by_moderator=True)
     assert Submission.objects.get(pk=sub.pk).status == "queued"
     anon = APIClient(HTTP_HOST="localhost")
