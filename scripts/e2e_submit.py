@@ -269,7 +269,7 @@ def run(args: argparse.Namespace, log: Log) -> None:
     log(f"step 5: {args.moderator} signs in and approves #{pk}")
     mod = Http(args.url, log, args.moderator)
     mod.sign_in(args.moderator, args.password)
-    queue = mod.json("GET", "/api/v1/moderation/queue/")
+    queue = mod.json("GET", "/api/v1/moderation/queue/?page_size=200")["results"]
     log(f"  moderation queue: {[q['id'] for q in queue]}")
     if pk not in [q["id"] for q in queue]:
         raise StepFailed(f"#{pk} is not in the moderation queue")

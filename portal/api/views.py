@@ -20,7 +20,7 @@ from leaderboard.models import Task
 from portal.api import serializers as s
 from portal.api.errors import ApiError
 from portal.api.filters import SubmissionFilter
-from portal.api.pagination import CreatedCursorPagination
+from portal.api.pagination import CreatedCursorPagination, QueueCursorPagination
 from portal.api.schema import ERROR
 from portal.api.viewer import acting_team, may_moderate, viewer_of
 from portal.moderation.evidence import moderation_queue
@@ -198,10 +198,10 @@ def _max_upload() -> int:
 
 
 class ModerationQueueView(generics.ListAPIView):
-    """Moderators: evaluated submissions waiting for a decision."""
+    """Moderators: evaluated submissions waiting for a decision, oldest first, a page at a time."""
 
     serializer_class = s.SubmissionSerializer
-    pagination_class = None
+    pagination_class = QueueCursorPagination
 
     def get_queryset(self) -> QuerySet[Submission]:
         if getattr(self, "swagger_fake_view", False):

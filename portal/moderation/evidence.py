@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from leaderboard.board_queries import expert_speedups
 from portal.submissions import selectors
@@ -115,8 +115,10 @@ def submission_evidence(sub: Submission) -> list[TaskEvidence]:
 
 
 def moderation_queue() -> QuerySet[Submission]:
-    """Evaluated submissions waiting for a decision, oldest first."""
-    return selectors.submissions_base().filter(status=Status.EVALUATED).order_by("updated_at", "id")
+    """Evaluated submissions waiting for a decision, oldest first, with their task counts (one
+    query for the page, not one per row)."""
+    return (selectors.submissions_base().filter(status=Status.EVALUATED)
+            .annotate(task_count=Count("tasks", distinct=True)).order_by("updated_at", "id"))
 
 
 def attempt_variance(sub: Submission) -> dict[str, list[float]]:

@@ -12,6 +12,7 @@ from portal.moderation.evidence import attempt_variance, moderation_queue, submi
 from portal.moderation.models import Decision
 from portal.moderation.permissions import MODERATE_PERMISSION
 from portal.moderation.services import do_moderate
+from portal.paging import page_of
 from portal.submissions import actions, selectors
 from portal.submissions.forms import ReasonForm
 
@@ -21,7 +22,7 @@ moderator_required = permission_required(MODERATE_PERMISSION, raise_exception=Tr
 @login_required
 @moderator_required
 def queue(request: HttpRequest) -> HttpResponse:
-    return render(request, "moderation/queue.html", {"submissions": moderation_queue()})
+    return render(request, "moderation/queue.html", {"submissions": page_of(request, moderation_queue())})
 
 
 @login_required

@@ -105,8 +105,12 @@ def task_score(row: TaskResult) -> TaskScore:
     return score_task_result(engine_task_result(row))
 
 
+def published_newest_first() -> QuerySet[Submission]:
+    return submissions_base().filter(published_attempt__isnull=False).order_by("-published_at", "-id")
+
+
 def latest_published(limit: int = 10) -> list[Submission]:
-    return list(submissions_base().filter(published_attempt__isnull=False).order_by("-published_at")[:limit])
+    return list(published_newest_first()[:limit])
 
 
 def progress_of(submission: Submission) -> dict[str, object]:

@@ -16,6 +16,7 @@ from django.utils.safestring import mark_safe
 from markdown_it import MarkdownIt
 
 from evaluator.bundle_problems import BundleInvalid
+from portal.paging import page_of
 from portal.submissions import actions, permissions, selectors
 from portal.submissions.forms import ReasonForm, SubmitForm
 from portal.submissions.highlight import highlight_python
@@ -58,13 +59,14 @@ def submit(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
-    subs = selectors.submissions_of_teams(request.user)[:200]
-    return render(request, "submissions/list.html", {"submissions": subs, "title": "Your submissions"})
+    page = page_of(request, selectors.submissions_of_teams(request.user))
+    return render(request, "submissions/list.html", {"submissions": page, "page": page, "title": "Your submissions"})
 
 
 def published(request: HttpRequest) -> HttpResponse:
+    page = page_of(request, selectors.published_newest_first())
     return render(request, "submissions/list.html",
-                  {"submissions": selectors.latest_published(100), "title": "Published runs", "public": True})
+                  {"submissions": page, "page": page, "title": "Published runs", "public": True})
 
 
 def _visible(request: HttpRequest, pk: int):  # noqa: ANN202

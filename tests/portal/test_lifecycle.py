@@ -53,7 +53,7 @@ def test_upload_evaluate_moderate_publish(transactional_db, catalogue, media, po
     assert anon.get(f"/api/v1/submissions/{pk}/").status_code == 404  # not public before approval
     mod = APIClient(HTTP_HOST="localhost")
     mod.force_login(moderator)
-    assert [s["id"] for s in mod.get("/api/v1/moderation/queue/").json()] == [pk]
+    assert [s["id"] for s in mod.get("/api/v1/moderation/queue/").json()["results"]] == [pk]
     decided = mod.post(f"/api/v1/submissions/{pk}/decisions/", {"decision": "approve", "reason": "clean"},
                        format="json")
     assert decided.status_code == 200 and decided.json()["status"] == "published"
