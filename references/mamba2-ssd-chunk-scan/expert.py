@@ -13,8 +13,8 @@ the device. Five launches:
 4. ``_ssd_state_pass_kernel`` (per sequence x head x small P-block, the only serial walk): the
    state each chunk starts from, state = exp(chunk total)·state + the chunk's own part, written
    in the activations' dtype; and the final states, in fp32.
-5. ``_ssd_chunk_out_kernel`` (parallel over chunks x heads x P-blocks): the output, i.e. the
-   intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus the inter-chunk
+5. ``_ssd_chunk_out_kernel`` (parallel over 64-token row blocks x chunks x heads): the output,
+   i.e. the intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus the inter-chunk
    term C·state scaled by exp(cumsum), plus D·x, gated by silu(z).
 
 Until session 7 steps 3-5 were one kernel: one program per (sequence, head, P-block) walking
@@ -173,61 +173,89 @@ def _ssd_state_pass_kernel(
 
 
 @triton.jit
+def _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps, pm, ar,
+                  Q: tl.constexpr, BT: tl.constexpr):
+    """acc += (C·Bᵀ ⊙ decay ⊙ Δ)[i-block, j-block] · x[j-block]: one 64 x 64 tile of the masked
+    intra-chunk product, on tensor cores."""
+    rj = j * BT + ar
+    mj = rj < clen
+    tok_j = (t0 + rj).to(tl.int64)
+    cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
+    dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+    cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
+    live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])  # causal on the diagonal block only
+    # Mask before exponentiating: a positive exponent above the diagonal never overflows.
+    decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
+    m = cb * decay * dl_j[None, :]
+    xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
+    return tl.dot(m.to(x_ptr.dtype.element_ty), xj, acc)
+
+
+@triton.jit
 def _ssd_chunk_out_kernel(
     x_ptr, z_ptr, c_ptr, d_ptr, delta_ptr, cum_ptr, cb_ptr, sin_ptr, out_ptr, cu_ptr,
     H, G, P, N,
     S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
+    INTERPRET: tl.constexpr,
 ):
-    """One chunk's output, from the state it starts with: the intra-chunk masked product of
-    C·Bᵀ ⊙ decay ⊙ Δ with x on tensor cores, plus C·state scaled by exp(cumsum), plus D·x, gated
-    by silu(z)."""
-    slot = tl.program_id(0)
-    h = tl.program_id(1)
-    pb = tl.program_id(2)
+    """One 64-token row block of one chunk's output, from the state the chunk starts with: the
+    intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x over the blocks up to the diagonal, plus
+    C·state scaled by exp(cumsum), plus D·x, gated by silu(z).
+
+    The row block is the fastest grid axis, so the programs of one (chunk, head) run side by side
+    and share that chunk's start state, C·Bᵀ tiles and x through L2."""
+    nt: tl.constexpr = Q // BT
+    i = nt - 1 - tl.program_id(0) % nt  # the longest rows (most blocks left of the diagonal) first
+    pb = tl.program_id(0) // nt
+    slot = tl.program_id(1)
+    h = tl.program_id(2)
     t0, clen = _chunk_of(slot, cu_ptr, S, Q)
-    if clen <= 0:
-        return
+    ar = tl.arange(0, BT)
+    ri = i * BT + ar
+    mi = ri < clen
+    if i * BT >= clen:
+        return  # a surplus slot, or a row block past a short chunk's end
     g = h // (H // G)
     ps = pb * BP + tl.arange(0, BP)
     pm = ps < P
     ns = tl.arange(0, BN)
     nm = ns < N
+    tok_i = (t0 + ri).to(tl.int64)
+    cum_i = tl.load(cum_ptr + tok_i * H + h, mask=mi, other=0.0)
     st_in = tl.load(sin_ptr + ((slot.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :],
                     mask=pm[:, None] & nm[None, :], other=0.0)
-    d_h = tl.load(d_ptr + h)
-    dtype = x_ptr.dtype.element_ty
-    ar = tl.arange(0, BT)
+    ci = tl.load(c_ptr + (tok_i[:, None] * G + g) * N + ns[None, :], mask=mi[:, None] & nm[None, :], other=0.0)
+    acc = tl.exp2(cum_i * LOG2E)[:, None] * tl.dot(ci, tl.trans(st_in))
     cb_base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
-    # Runtime loops over the 64-token sub-blocks, not unrolled ones: unrolled, the ten (i, j)
-    # products kept their loads live at once and spilled 164-728 B a thread on sm_90
-    # (docs/results/preflight-sm90.md); as loops they spill 0-12 B and pipeline their loads.
-    for i in range(Q // BT):
-        ri = i * BT + ar
-        mi = ri < clen
-        tok_i = (t0 + ri).to(tl.int64)
-        cum_i = tl.load(cum_ptr + tok_i * H + h, mask=mi, other=0.0)
-        acc = tl.zeros((BT, BP), dtype=tl.float32)
-        for j in range(i + 1):
-            rj = j * BT + ar
-            mj = rj < clen
-            tok_j = (t0 + rj).to(tl.int64)
-            cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
-            dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
-            cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
-            live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])  # causal on the diagonal block only
-            # Mask before exponentiating: a positive exponent above the diagonal never overflows.
-            decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
-            m = cb * decay * dl_j[None, :]
-            xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
-            acc = tl.dot(m.to(dtype), xj, acc)
-        ci = tl.load(c_ptr + (tok_i[:, None] * G + g) * N + ns[None, :], mask=mi[:, None] & nm[None, :], other=0.0)
-        acc += tl.exp2(cum_i * LOG2E)[:, None] * tl.dot(ci, tl.trans(st_in))
-        io = (tok_i[:, None] * H + h) * P + ps[None, :]
-        iom = mi[:, None] & pm[None, :]
-        xi = tl.load(x_ptr + io, mask=iom, other=0.0).to(tl.float32)
-        zi = tl.load(z_ptr + io, mask=iom, other=0.0).to(tl.float32)
-        y = (acc + d_h * xi) * (zi / (1.0 + tl.exp2(-zi * LOG2E)))
-        tl.store(out_ptr + io, y.to(out_ptr.dtype.element_ty), mask=iom)
+    if INTERPRET:
+        # The interpreter cannot take a loop bound derived from program_id in range(); the
+        # compiled kernel takes the pipelined loop.
+        j = 0
+        while j <= i:
+            acc = _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps,
+                                pm, ar, Q, BT)
+            j += 1
+    else:
+        for j in range(0, i + 1):
+            acc = _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps,
+                                pm, ar, Q, BT)
+    d_h = tl.load(d_ptr + h)
+    io = (tok_i[:, None] * H + h) * P + ps[None, :]
+    iom = mi[:, None] & pm[None, :]
+    xi = tl.load(x_ptr + io, mask=iom, other=0.0).to(tl.float32)
+    zi = tl.load(z_ptr + io, mask=iom, other=0.0).to(tl.float32)
+    y = (acc + d_h * xi) * (zi / (1.0 + tl.exp2(-zi * LOG2E)))
+    tl.store(out_ptr + io, y.to(out_ptr.dtype.element_ty), mask=iom)
+
+
+#: GPU candidates for the output kernel, timed by the autotuner per shape: each program holds a
+#: 64 x 64 fp32 accumulator and 64 x 64 score-side tiles, so 4 warps keep twice the registers a
+#: thread that 8 warps do, and fewer of them fit an SM.
+_OUT_CONFIGS = [triton.Config({}, num_warps=4, num_stages=2), triton.Config({}, num_warps=8, num_stages=2),
+                triton.Config({}, num_warps=4, num_stages=3)]
+#: Every launch writes its output from its inputs alone, so the tuner's trials need no restoring.
+_ssd_chunk_out_tuned = triton.autotune(configs=_OUT_CONFIGS, key=["H", "G", "P", "N", "S", "Q"])(
+    _ssd_chunk_out_kernel)
 
 
 #: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products. The
@@ -309,13 +337,16 @@ def mamba2_ssd_chunk_scan(
         )
 
     def chunk_out() -> None:
-        # The whole P range per program: the decay matrix of each (i, j) sub-block pair is computed
-        # once for all of P. (32-wide P blocks do not save registers: 250 against 244 on sm_90, where
-        # the 64 x 64 fp32 score-side tiles of the inner loop dominate.)
-        _ssd_chunk_out_kernel[(n_slots, H, triton.cdiv(P, bp))](
-            x, z, C_, D, delta, cum, cb, start, out, cu_seqlens, H, G, P, N,
-            S=S, Q=Q, BT=bt, BP=bp, BN=bn, num_warps=NUM_WARPS,
-        )
+        # One program per (64-token row block, chunk, head): session 18's profile of the earlier
+        # one-program-per-chunk form (its four row blocks in a loop) had it at 1.09 of the 1.4 ms
+        # of W1 on the H100, one 8-warp program an SM at 244 registers, each a serial chain of ten
+        # tile products (docs/results/h100.md).
+        grid = (nt * triton.cdiv(P, bp), n_slots, H)
+        args = (x, z, C_, D, delta, cum, cb, start, out, cu_seqlens, H, G, P, N)
+        if dev.type == "cuda":
+            _ssd_chunk_out_tuned[grid](*args, S=S, Q=Q, BT=bt, BP=bp, BN=bn, INTERPRET=False)
+        else:
+            _ssd_chunk_out_kernel[grid](*args, S=S, Q=Q, BT=bt, BP=bp, BN=bn, INTERPRET=True, num_warps=4)
 
     launches = {"dt": dt_cumsum, "cb": cb_tiles, "chunk-state": chunk_state, "state-pass": state_pass,
                 "chunk-out": chunk_out}
