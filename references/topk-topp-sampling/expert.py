@@ -35,6 +35,8 @@ launch, one program per row, moves the segments together in order and runs step 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -485,7 +487,18 @@ def _pick_route(routes: dict, key: tuple):
     return routes[_ROUTE_PICK[key]]
 
 
-def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblock: int, two_pass: bool) -> None:
+#: The split path's per-row pick (survivor gathering, the exact searches and the race): survivors
+#: a pass and warps. Session 18's H100 profile of W2 had it at 494 of 1,016 µs, one 4-warp program
+#: a row (512 programs, 9% occupancy), each search pass a serial loop over the survivors. Wider
+#: programs take the same 64 survivor-threshold pairs a thread per pass, with more threads on each
+#: row. Which one wins depends on how many survivors the rows keep, so the first call of a shape
+#: times every route with each (``_pick_route``) and reports the times.
+PICK_SHAPES = {"pick 512x4w": (512, 4), "pick 1024x8w": (1024, 8), "pick 2048x16w": (2048, 16)}
+PICK_DEFAULT = "pick 512x4w"
+
+
+def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblock: int, two_pass: bool,
+           pick: str = PICK_DEFAULT) -> None:
     """The split path: the streaming passes over (row, slice), then one program per row."""
     B, V = logits.shape
     sp = triton.next_power_of_2(n_split)
@@ -499,8 +512,9 @@ def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblo
         _split_hist_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), SP=sp, NB=NB, INV_W=INV_W, **meta)
     _split_compact_kernel[(B, n_split)](logits, k, p, stats, hist, cand_v, cand_i, count, logits.stride(0), SP=sp,
                                         NB=NB, INV_W=INV_W, TWO_PASS=two_pass, **meta)
+    cb, warps = PICK_SHAPES[pick]
     _split_pick_kernel[(B,)](logits, k, p, q, ids, stats, cand_v, cand_i, count, logits.stride(0), q.stride(0),
-                             SP=sp, CB=CB, **meta)
+                             SP=sp, CB=cb, **{**meta, "num_warps": warps})
 
 
 def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor,
@@ -524,8 +538,8 @@ def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Ten
     if n_split > 1:
         split_args = (logits, k, p, q, ids, cand_v, cand_i, n_split, length, sblock)
         if two_pass is None and not cpu:
-            _pick_route({"three-pass": lambda: _split(*split_args, two_pass=False),
-                         "two-pass": lambda: _split(*split_args, two_pass=True)},
+            _pick_route({f"{name}, {pick}": functools.partial(_split, *split_args, two_pass=two, pick=pick)
+                         for name, two in (("three-pass", False), ("two-pass", True)) for pick in PICK_SHAPES},
                         (B, V, n_split, logits.device))()
         else:
             _split(*split_args, two_pass=two_pass is not False)

@@ -50,3 +50,30 @@ print("ok")
 
 def test_the_split_path_serves_only_rows_too_few_for_the_fused_kernel() -> None:
     run_against_expert("topk-topp-sampling", SPLITS)
+
+
+PICKS = r'''
+filters = int(sys.argv[1])
+B, V = 24, 3001
+inp = base.make_inputs({"B": B, "V": V, "filters": filters}, torch.Generator().manual_seed(11 + filters),
+                       torch.device("cpu"))
+fused = mod._sample(**inp, splits=1)
+n_split, length = mod._slices(V, 3, mod.SPLIT_BLOCK_CPU)
+assert n_split == 3
+for pick in mod.PICK_SHAPES:
+    for two in (False, True):
+        ids = torch.full((B,), -1, dtype=torch.int64)
+        cand_v = torch.empty(B, V, dtype=torch.float32)
+        cand_i = torch.empty(B, V, dtype=torch.int32)
+        mod._split(inp["logits"], inp["k"], inp["p"], inp["q"], ids, cand_v, cand_i, n_split, length,
+                   mod.SPLIT_BLOCK_CPU, two_pass=two, pick=pick)
+        assert torch.equal(ids, fused), (pick, two, ids.tolist(), fused.tolist())
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("filters", [1, 2])
+def test_every_pick_shape_the_gpu_times_draws_the_same_tokens(filters: int) -> None:
+    """The GPU's first call of a shape times each route with each pick shape (survivors a pass
+    and warps) and keeps the fastest, so every one of them must draw the fused kernel's tokens."""
+    run_against_expert("topk-topp-sampling", PICKS, filters)
