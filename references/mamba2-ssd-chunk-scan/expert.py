@@ -259,7 +259,8 @@ _ssd_chunk_out_tuned = triton.autotune(configs=_OUT_CONFIGS, key=["H", "G", "P",
 
 
 #: 64-token sub-blocks of the 256-token chunk feed 64 x 64 x {P, N} tensor-core products. The
-#: chunk-parallel kernels have (chunks x heads) programs, 5,400-18,400 at the catalogue's sizes.
+#: chunk-state kernel has (chunks x heads) 8-warp programs, 5,400-18,400 at the catalogue's sizes;
+#: the output kernel four times as many, its warps chosen by its autotuner.
 BT, NUM_WARPS = 64, 8
 
 
