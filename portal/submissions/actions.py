@@ -5,8 +5,9 @@ submission's fault (compile error, wrong results, timeout), ``error`` is ours (r
 ``D2K_INFRA_RETRIES`` times, then shown; it uses no quota), ``cancelled`` is a team's or a
 moderator's decision. A re-run adds an :class:`EvaluationAttempt` and never overwrites one.
 
-:data:`ALLOWED` is the whole machine; :func:`_transition` is the only code that assigns a status
-and it writes the audit row (who, when, from, to, why) in the same transaction. The public
+:data:`ALLOWED` is the whole machine; :func:`_transition` is the only code that assigns a
+submission's status (an attempt's goes through :func:`_set_attempt_status`, checked against the
+same machine) and it writes the audit row (who, when, from, to, why) in the same transaction. The public
 functions are ``check_*`` (validate, then act) and ``do_*`` (act); views, the API, the Celery
 tasks and the moderation service call them and nothing else.
 """
@@ -107,11 +108,20 @@ def _transition(sub: Submission, to: str, *, actor: Actor, reason: str = "", att
     sub.status = to
     sub.save(update_fields=["status", "updated_at"])
     if attempt is not None:
-        attempt.status = to
-        attempt.save(update_fields=["status"])
+        _set_attempt_status(attempt, to)
     audit_record("submission.transition", sub, actor=actor.user, system=actor.label, from_status=frm, to_status=to,
                  reason=reason, submission_id=sub.pk,
                  data={**(data or {}), **({"attempt": attempt.number} if attempt is not None else {})})
+
+
+def _set_attempt_status(attempt: EvaluationAttempt, to: str) -> None:
+    """An attempt's status follows its submission's moves through :data:`ALLOWED`; the only other
+    caller is :func:`do_reject`, which takes down an attempt published before a re-run (its move is
+    recorded in the submission's audit row). A move outside the machine raises, writing nothing."""
+    if attempt.status != to and to not in ALLOWED.get(attempt.status, frozenset()):
+        raise InvalidTransition(attempt.status, to, f"attempt {attempt.number} cannot go from {attempt.status} to {to}")
+    attempt.status = to
+    attempt.save(update_fields=["status"])
 
 
 def _locked(submission_id: int) -> Submission:
@@ -292,7 +302,7 @@ def do_reject(submission: Submission, *, user: AbstractBaseUser, reason: str) ->
                 data={"unpublished_attempt": taken_down} if taken_down is not None else None)
     if published is not None:
         if published.pk != sub.current_attempt_id:  # published before a re-run: rejected with it
-            EvaluationAttempt.objects.filter(pk=published.pk).update(status=S.REJECTED)
+            _set_attempt_status(published, S.REJECTED)
         sub.published_attempt, sub.published_at = None, None
         sub.save(update_fields=["published_attempt", "published_at", "updated_at"])
         remove_scores(sub)

@@ -174,3 +174,17 @@ def test_quotas_hold_under_concurrent_submits(catalogue, media):
         t.join(timeout=60)
     assert sorted(outcomes) == ["concurrent"] * 5 + ["ok"] * 3
     assert Submission.objects.filter(team=team).count() == 3
+
+
+def test_an_attempt_cannot_be_moved_outside_the_machine(submission):
+    """An attempt's status goes through the same machine as its submission's: a failed attempt
+    cannot be published or rejected, and the refusal writes nothing."""
+    attempt = EvaluationAttempt.objects.get(submission=submission)
+    EvaluationAttempt.objects.filter(pk=attempt.pk).update(status=Status.FAILED)
+    attempt.refresh_from_db()
+    for to in (Status.PUBLISHED, Status.REJECTED):
+        with pytest.raises(InvalidTransition, match=f"attempt 1 cannot go from failed to {to}"):
+            actions._set_attempt_status(attempt, to)
+        assert EvaluationAttempt.objects.get(pk=attempt.pk).status == Status.FAILED
+    actions._set_attempt_status(attempt, Status.QUEUED)  # a re-run's move is in the machine
+    assert EvaluationAttempt.objects.get(pk=attempt.pk).status == Status.QUEUED
