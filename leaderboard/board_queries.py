@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from django.core.cache import cache
 from django.db.models import F, QuerySet
 
 from evaluator.result import RunResult
-from evaluator.result_merge import merge_runs
+from evaluator.result_merge import merge_runs, sources
 from evaluator.score_result import measured, score_run
 from evaluator.scoring import SubmissionScore as Scored
 from evaluator.scoring import TaskScore as Score
@@ -118,6 +118,9 @@ class ReferenceSuite:
 
     result: RunResult
     latest: ReferenceRun  # the newest run (its date is the rows' date)
+    #: Task slug -> the imported run its merged result comes from (evaluator.result_merge.sources):
+    #: the task page shows that run's times, so it and the board read the same run.
+    source: dict[str, ReferenceRun] = field(default_factory=dict)
 
 
 def reference_suite(hardware: str) -> ReferenceSuite | None:
@@ -131,8 +134,10 @@ def reference_suite(hardware: str) -> ReferenceSuite | None:
         runs = list(ReferenceRun.objects.filter(hardware=hardware).order_by("started_at", "pk"))
         if not runs:
             return None
-        merged = merge_runs([RunResult.model_validate(r.result_json) for r in runs], suite(ALL))
-        return ReferenceSuite(merged, runs[-1])
+        results = [RunResult.model_validate(r.result_json) for r in runs]
+        run_of = {id(result): run for result, run in zip(results, runs, strict=True)}
+        source = {slug: run_of[id(result)] for slug, result in sources(results).items()}
+        return ReferenceSuite(merge_runs(results, suite(ALL)), runs[-1], source)
 
     return cached("reference-suite", hardware, compute)
 

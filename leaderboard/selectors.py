@@ -9,6 +9,7 @@ from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from evaluator.protocol import timed_choices_of
+from leaderboard.board_queries import UNTIMED_PROFILES, reference_suite
 from leaderboard.models import ReferenceRun, ReferenceTiming, Task, Workload
 
 
@@ -55,6 +56,8 @@ class ReferenceProfile:
     rows: list[ReferenceRow]
     #: What the expert chose by timing on this card, (what, the pick): its ``TIMED_CHOICES``.
     choices: list[tuple[str, str]] = field(default_factory=list)
+    #: Set when the run holds the task without timings: why, in the engine's words.
+    untimed: str = ""
 
 
 def _timed_choices(run: ReferenceRun, slug: str) -> list[tuple[str, str]]:
@@ -66,11 +69,18 @@ def _timed_choices(run: ReferenceRun, slug: str) -> list[tuple[str, str]]:
 
 
 def reference_times(task: Task) -> list[ReferenceProfile]:
-    """Per hardware profile, the latest imported reference run's eager / compile / expert times for ``task``."""
-    runs = ReferenceRun.objects.filter(timings__workload__task=task).distinct().order_by("hardware", "-started_at")
+    """Per timed hardware profile, the eager / compile / expert times of ``task`` in the reference
+    run the board reads for it: the latest imported run that has the task
+    (:attr:`leaderboard.board_queries.ReferenceSuite.source`, cached with the board). A task that
+    run holds without timings (it failed, or a deadline cut it) shows that, with its reason, and
+    not an older run's times, which the board no longer scores."""
+    profiles = sorted(set(ReferenceRun.objects.values_list("hardware", flat=True).distinct()) - UNTIMED_PROFILES,
+                      key=lambda h: (h != settings.D2K_BOARD_HARDWARE, h))  # the benchmark's card first
     latest: dict[str, ReferenceRun] = {}
-    for run in runs:
-        latest.setdefault(run.hardware, run)
+    for hw in profiles:
+        ref = reference_suite(hw)
+        if ref is not None and task.slug in ref.source:
+            latest[hw] = ref.source[task.slug]
     if not latest:
         return []
     timings = (ReferenceTiming.objects.filter(run__in=list(latest.values()), workload__task=task)
@@ -81,13 +91,23 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
         grouped.setdefault(t.run_id, {}).setdefault(t.workload_id, {})[t.provider] = t
         workloads[t.workload_id] = t.workload
     out = []
-    for hw in sorted(latest, key=lambda h: (h != settings.D2K_BOARD_HARDWARE, h)):  # the benchmark's card first
-        run = latest[hw]
+    for run in latest.values():
         by_w = grouped.get(run.pk, {})
         rows = [ReferenceRow(workloads[wid], p.get("eager"), p.get("compile"), p.get("expert"))
                 for wid, p in sorted(by_w.items(), key=lambda kv: workloads[kv[0]].position)]
-        out.append(ReferenceProfile(run, rows, _timed_choices(run, task.slug)))
+        out.append(ReferenceProfile(run, rows, _timed_choices(run, task.slug),
+                                    "" if rows else _untimed_reason(run, task.slug)))
     return out
+
+
+def _untimed_reason(run: ReferenceRun, slug: str) -> str:
+    """Why ``run`` holds ``slug`` without timings, in the engine's words (its status and error)."""
+    for t in (run.result_json or {}).get("tasks", []):
+        if t.get("slug") == slug:
+            status = t.get("status") or "untimed"
+            why = (t.get("reason") or t.get("error_code") or "").strip()
+            return f"{status}: {why}" if why else status
+    return "untimed"
 
 
 def best_published_kernels(task: Task, limit: int = 5) -> dict[str, list]:

@@ -58,7 +58,11 @@ def test_bad_files_write_nothing(task_tree, tmp_path: Path) -> None:
 def test_task_page_shows_the_imported_reference_times(task_tree, client, django_assert_num_queries) -> None:
     sync(_tree(task_tree))
     call_command("import_reference_results", str(RESULT), stdout=StringIO())
-    with django_assert_num_queries(5):  # task, workloads, reference runs, their timings, best kernels
+    # task, workloads, the profiles, the board's reference suite (its runs and the task list,
+    # cached with the board), the chosen runs' timings, best kernels
+    with django_assert_num_queries(7):
+        client.get("/tasks/fused-add-rmsnorm/")
+    with django_assert_num_queries(5):  # the suite now comes from the board's cache
         html = client.get("/tasks/fused-add-rmsnorm/").content.decode()
     assert 'id="reference-h200"' in html and "NVIDIA H200" in html and "h200-bench.json" in html
     data = json.loads(RESULT.read_text())
@@ -224,3 +228,27 @@ def test_the_torch_compile_row_counts_its_own_outcome(task_tree, tmp_path: Path)
         "PyTorch eager", "expert kernels"]
     assert [r.name for r in board_queries.task_reference_rows("h200", "silu-and-mul")] == [
         "PyTorch eager", "torch.compile", "expert kernels"]
+
+
+def test_task_page_reads_the_run_the_board_reads(task_tree, client, tmp_path: Path) -> None:
+    """A later run holding the task without timings (failed, or cut by a deadline) is the run the
+    board scores the task from (evaluator.result_merge.sources); the task page says so, with the
+    engine's reason, and does not show the older run's times as if they were current."""
+    from django.core.cache import cache
+
+    sync(_tree(task_tree))
+    call_command("import_reference_results", str(RESULT), stdout=StringIO())
+    data = json.loads(RESULT.read_text())
+    old_w1 = next(w for t in data["tasks"] if t["slug"] == "silu-and-mul" for w in t["workloads"] if w["name"] == "W1")
+    later = dict(data, started_at="2030-01-01T00:00:00+00:00", tasks=[
+        dict(t, status="timeout", reason="the bench did not finish within its limit of 300 s", workloads=[])
+        for t in data["tasks"] if t["slug"] == "silu-and-mul"])
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(later))
+    call_command("import_reference_results", str(path), stdout=StringIO())
+    cache.clear()
+    html = client.get("/tasks/silu-and-mul/").content.decode()
+    assert "without timings" in html and "timeout: the bench did not finish within its limit of 300 s" in html
+    assert f"{old_w1['timings']['candidate']['median_ms'] * 1e3:,.1f}" not in html
+    other = client.get("/tasks/fused-add-rmsnorm/").content.decode()  # the later run does not hold it
+    assert "without timings" not in other and 'id="reference-h200"' in other
