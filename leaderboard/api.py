@@ -31,14 +31,25 @@ FILTERS = [
 
 
 MAX_PAGE = 1000
+#: Rows per page when ``limit`` is not given. Every row by default was megabytes of JSON and about
+#: a second of the server's time at 10,000 published submissions (docs/results/load.md), for any
+#: anonymous caller; a page of 100 holds the reference rows and the top of any board.
+DEFAULT_PAGE = 100
 
 
 class PageParams(serializers.Serializer):
-    """Optional paging of the board: without ``limit`` every row comes back."""
+    """Paging of the board, in the board's order (reference rows first)."""
 
-    limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, required=False,
-                                     help_text=f"at most this many rows (1-{MAX_PAGE}); default: every row")
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=DEFAULT_PAGE,
+                                     help_text=f"rows per page (1-{MAX_PAGE}, default {DEFAULT_PAGE})")
     offset = serializers.IntegerField(min_value=0, default=0, help_text="skip this many rows first")
+
+
+def _page_link(request: Request, offset: int, limit: int) -> str:
+    """This request's URL with ``offset`` and ``limit`` replaced, absolute, as DRF's own pagers give."""
+    query = request.query_params.copy()
+    query["offset"], query["limit"] = str(offset), str(limit)
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
 
 class LeaderboardView(APIView):
@@ -47,17 +58,18 @@ class LeaderboardView(APIView):
     @extend_schema(parameters=[*FILTERS, PageParams], responses={200: OpenApiTypes.OBJECT},
                    summary="Leaderboard rows of a hardware profile (published results and reference rows)")
     def get(self, request: Request) -> Response:
-        """Every row by default (the board's order: reference rows first); ``limit``/``offset`` page
-        through it, since at 10,000 published submissions the whole board is megabytes of JSON.
-        ``count`` is always the total."""
+        """A page of the board (``limit``, default 100, and ``offset``); ``count`` is the total and
+        ``next``/``previous`` are the neighbouring pages' URLs, or null."""
         f = filters_from(request._request)
         paging = PageParams(data=request.query_params)
         paging.is_valid(raise_exception=True)  # a 400 with the field's message, in the API's error body
-        limit, offset = paging.validated_data.get("limit"), paging.validated_data["offset"]
+        limit, offset = paging.validated_data["limit"], paging.validated_data["offset"]
         rows = board_data(f)
-        page = rows[offset:offset + limit] if limit is not None else rows[offset:]
+        nxt = _page_link(request, offset + limit, limit) if offset + limit < len(rows) else None
+        prev = _page_link(request, max(offset - limit, 0), limit) if offset > 0 else None
         return Response({"hardware": f.hardware, "scope": f.scope, "penalty_speedup": FAILURE_PENALTY_SPEEDUP,
-                         "count": len(rows), "offset": offset, "limit": limit, "rows": page})
+                         "count": len(rows), "offset": offset, "limit": limit, "next": nxt, "previous": prev,
+                         "rows": rows[offset:offset + limit]})
 
 
 #: Groups of pairs per API page: each pair costs a bootstrap of the paired comparison.

@@ -297,6 +297,11 @@ def run(args: argparse.Namespace, log: Log) -> None:
             anon.request("GET", page)
         return
     board = anon.json("GET", board_path)
+    nxt = board.get("next")
+    while nxt:  # the API pages the board (100 rows by default); the step reads all of it
+        page = anon.json("GET", nxt[nxt.index("/api/"):])
+        board["rows"] += page["rows"]
+        nxt = page.get("next")
     (out / "e2e-leaderboard.json").write_text(json.dumps(board, indent=2) + "\n", encoding="utf-8")
     ours = [r for r in board.get("rows", []) if r.get("submission") == pk]
     log(f"  wrote e2e-leaderboard.json: hardware {board.get('hardware')}, {len(board.get('rows', []))} rows "

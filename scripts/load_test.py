@@ -165,7 +165,7 @@ def endpoints(submission_id: int) -> list[Endpoint]:
         Endpoint("board", "leaderboard page", "/leaderboard/"),
         Endpoint("pairs", "pairs page", "/leaderboard/pairs/"),
         Endpoint("task", "task page", "/tasks/fused-moe-mlp/"),
-        Endpoint("api-board", "leaderboard API (every row)", "/api/v1/leaderboard/"),
+        Endpoint("api-board", "leaderboard API (its largest page)", "/api/v1/leaderboard/?limit=1000"),
         Endpoint("status", "submission status API (token)", f"/api/v1/submissions/{submission_id}/", auth=True),
     ]
 

@@ -181,12 +181,26 @@ def test_api_serves_the_same_rows_and_pairs(board, client) -> None:
 
 
 def test_api_pages_through_the_board(board, client) -> None:
-    every = client.get("/api/v1/leaderboard/?hardware=h200").json()
-    assert every["count"] == len(every["rows"]) > 4 and every["limit"] is None and every["offset"] == 0
+    every = client.get("/api/v1/leaderboard/?hardware=h200").json()  # the default page holds this small board
+    assert every["count"] == len(every["rows"]) > 4 and every["limit"] == 100 and every["offset"] == 0
+    assert every["next"] is None and every["previous"] is None
     first = client.get("/api/v1/leaderboard/?hardware=h200&limit=3").json()
     rest = client.get("/api/v1/leaderboard/?hardware=h200&limit=1000&offset=3").json()
     assert first["rows"] + rest["rows"] == every["rows"] and first["count"] == rest["count"] == every["count"]
     assert client.get(f"/api/v1/leaderboard/?hardware=h200&offset={every['count']}").json()["rows"] == []
+    # next/previous walk the board with the request's own filters, and meet every row once
+    url, seen, pages = "/api/v1/leaderboard/?hardware=h200&sort=date&limit=3", [], []
+    while url:
+        page = client.get(url).json()
+        pages.append(page)
+        seen += page["rows"]
+        url = page["next"]
+        assert url is None or ("hardware=h200" in url and "sort=date" in url and "limit=3" in url)
+    dated = client.get("/api/v1/leaderboard/?hardware=h200&sort=date&limit=1000").json()["rows"]
+    assert seen == dated and len(pages) == -(-len(dated) // 3)
+    assert pages[0]["previous"] is None and all(p["previous"] for p in pages[1:])
+    back = client.get(pages[1]["previous"]).json()
+    assert back["offset"] == 0 and back["rows"] == pages[0]["rows"]
     for bad in ("limit=0", "limit=1001", "limit=x", "offset=-1"):
         response = client.get(f"/api/v1/leaderboard/?hardware=h200&{bad}")
         assert response.status_code == 400, bad
