@@ -45,6 +45,10 @@ def test_leaderboard_pairs_and_task_page_render_with_charts(live_server, task_tr
         expect(page.locator("#leaderboard tr.reference").first).to_contain_text("PyTorch eager")
         _charts_drawn(page, 3)  # scores by condition, correctness by category, SOL per task
         page.screenshot(path=str(shots / "leaderboard.png"), full_page=True)
+        # the 14-column board scrolls inside the page column; the page itself does not scroll sideways
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert page.evaluate("(() => { const w = document.querySelector('.table-scroll');"
+                             " return w.scrollWidth > w.clientWidth; })()")
 
         page.select_option("select[name=guidance]", "L1+L2+L3")
         page.get_by_role("button", name="Apply").click()
