@@ -49,6 +49,10 @@ def test_leaderboard_pairs_and_task_page_render_with_charts(live_server, task_tr
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         assert page.evaluate("(() => { const w = document.querySelector('.table-scroll');"
                              " return w.scrollWidth > w.clientWidth; })()")
+        page.goto(f"{live_server.url}/")  # the home page shows the board's top rows in the same table
+        expect(page.locator("#leaderboard tr.reference").first).to_contain_text("PyTorch eager")
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.goto(f"{live_server.url}/leaderboard/?hardware=h200")
 
         page.select_option("select[name=guidance]", "L1+L2+L3")
         page.get_by_role("button", name="Apply").click()
