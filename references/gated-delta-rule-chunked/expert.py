@@ -10,14 +10,18 @@ device. Three launches, split as in flash-linear-attention:
    strictly lower matrix A, its unit-lower-triangular inverse T = (I + A)⁻¹ by blocked forward
    substitution (16 x 16 diagonal blocks by the terminating Neumann product
    (I - A)(I + A²)(I + A⁴)(I + A⁸), off-diagonal blocks by small products), and the WY matrices
-   W = T (β e^Γ K) and U = T (β V), written as bf16 scratch. Two kernels do this, and a shape's
+   W = T (β e^Γ K) and U = T (β V), written as bf16 scratch. Three routes do this, and a shape's
    first call on the GPU times them (and the later phases, reported in ``TIMED_CHOICES``):
    ``_gdr_wy_fwd_kernel``, one program per (chunk, q/k head) for all of its value heads, with
-   K·Kᵀ, W and U as 16-row products; and ``_gdr_wy64_fwd_kernel``, one program per (chunk,
-   value head), which forms K·Kᵀ, W and U as 64-row products and passes K·Kᵀ's and T's blocks
-   through its own slot of a scratch buffer. The first one compiles to 255 registers with spills
-   on sm_90 (small products with many warps hold whole operands in every warp); the second
-   to 166 with none.
+   K·Kᵀ, W and U as 16-row products; ``_gdr_wy64_fwd_kernel``, one program per (chunk, value
+   head), which forms K·Kᵀ, W and U as 64-row products and passes K·Kᵀ's and T's blocks through
+   its own slot of a scratch buffer; and the split route, the same work in two launches:
+   ``_gdr_t_fwd_kernel`` forms T and stores it (fp32, 16 KB a chunk and value head), then
+   ``_gdr_wu_fwd_kernel`` streams W and U from it. The first kernel compiles to 255 registers
+   with spills on sm_90 (small products with many warps hold whole operands in every warp), the
+   second to 168 with none (128 with spills when capped, which the H100 picked), the split's
+   two to 134 (126 capped, no spills) and 78: phase 1 was latency-bound, and T's chain of small
+   products alone, in fewer registers, lets two programs share an SM without spilling.
 2. ``_gdr_state_fwd_kernel``, one program per (sequence, value head, slice of V): the only serial
    part. It carries its K x V slice of the fp32 state on-chip across the sequence's chunks. Per
    chunk it stores the state the chunk starts from (bf16), forms Ṽ = U - W S (stored), and sets
@@ -258,6 +262,70 @@ def _load_block(ptr, r0: tl.constexpr, c0: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
+def _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C: tl.constexpr):
+    """T's lower 16 x 16 blocks, written to the program's 64 x 64 tile ``tb``, and Γ stored. K̂·K̂ᵀ
+    is formed as one 64-row product and put through the same tile to be read back in 16 x 16
+    blocks: ten 16-row products would each need the whole 16 x K operands in every warp."""
+    rc = tl.arange(0, C)
+    kn = _l2n(_rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C))
+    tl.store(tb + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
+    tl.debug_barrier()  # what this program's threads wrote, visible to all of them
+    kk00 = _load_block(tb, 0, 0, C)
+    kk10 = _load_block(tb, 16, 0, C)
+    kk11 = _load_block(tb, 16, 16, C)
+    kk20 = _load_block(tb, 32, 0, C)
+    kk21 = _load_block(tb, 32, 16, C)
+    kk22 = _load_block(tb, 32, 32, C)
+    kk30 = _load_block(tb, 48, 0, C)
+    kk31 = _load_block(tb, 48, 16, C)
+    kk32 = _load_block(tb, 48, 32, C)
+    kk33 = _load_block(tb, 48, 48, C)
+    g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
+    b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
+    t00, t10, t11, t20, t21, t22, t30, t31, t32, t33 = _inverse_blocks(
+        kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3)
+    tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks overwrite it
+    _store_block(tb, t00, 0, 0, C)
+    _store_block(tb, t10, 16, 0, C)
+    _store_block(tb, t11, 16, 16, C)
+    _store_block(tb, t20, 32, 0, C)
+    _store_block(tb, t21, 32, 16, C)
+    _store_block(tb, t22, 32, 32, C)
+    _store_block(tb, t30, 48, 0, C)
+    _store_block(tb, t31, 48, 16, C)
+    _store_block(tb, t32, 48, 32, C)
+    _store_block(tb, t33, 48, 48, C)
+
+
+@triton.jit
+def _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
+             C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, KC: tl.constexpr,
+             DO_W: tl.constexpr, DO_U: tl.constexpr):
+    """W = T (β e^Γ K̂) and/or U = T (β V), each a 64-row product, from T's tile ``tb`` (its upper
+    blocks are zero and never written: masked on load) and Γ as stored. The products go ``KC``
+    columns at a time, so that no 64 x 128 operand and accumulator are live together."""
+    rc = tl.arange(0, C)
+    lower = (rc[:, None] // 16) >= (rc[None, :] // 16)
+    t = tl.load(tb + rc[:, None] * C + rc[None, :], mask=lower, other=0.0)
+    beta = _vec(beta_ptr, t0, 0, clen, HV, hv, C)
+    if DO_W:
+        # Row scales: β e^Γ and the key rows' inverse norms.
+        ks = tl.arange(0, BK)
+        gam = tl.load(gam_ptr + (t0 + rc).to(tl.int64) * HV + hv, mask=rc < clen, other=0.0)
+        kr = _rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C)
+        kscale = beta * tl.exp2(gam * LOG2E) * (1.0 / tl.sqrt(tl.sum(kr * kr, axis=1) + 1e-6))
+        for c in tl.static_range(BK // KC):
+            cols = c * KC + tl.arange(0, KC)
+            kb = kscale[:, None] * _rows(k_ptr, t0, 0, clen, H * K, h * K, cols, K, C)
+            _store_rows(w_ptr, tl.dot(t, kb), t0, 0, clen, HV * K, hv * K, cols, K, C)
+    if DO_U:
+        for c in tl.static_range(BV // KC):
+            cols = c * KC + tl.arange(0, KC)
+            vb = beta[:, None] * _rows(v_ptr, t0, 0, clen, HV * V, hv * V, cols, V, C)
+            _store_rows(u_ptr, tl.dot(t, vb), t0, 0, clen, HV * V, hv * V, cols, V, C)
+
+
+@triton.jit
 def _gdr_wy64_fwd_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, qn_ptr, kn_ptr, t_ptr, cu_ptr,
     H, HV, K, V,
@@ -277,59 +345,60 @@ def _gdr_wy64_fwd_kernel(
     if clen > 0:
         h = hv // REP
         ks = tl.arange(0, BK)
-        sk = H * K
         if hv % REP == 0:
             _qk_head(q_ptr, k_ptr, qk_ptr, qn_ptr, kn_ptr, slot, t0, clen, h, H, K, ks, C)
-        # K̂·K̂ᵀ as one 64-row product, put through the scratch tile to be read back in 16 x 16
-        # blocks: ten 16-row products would each need the whole 16 x K operands in every warp.
-        rc = tl.arange(0, C)
         tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
-        kn = _l2n(_rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, C))
-        tl.store(tb + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
-        tl.debug_barrier()  # what this program's threads wrote, visible to all of them
-        kk00 = _load_block(tb, 0, 0, C)
-        kk10 = _load_block(tb, 16, 0, C)
-        kk11 = _load_block(tb, 16, 16, C)
-        kk20 = _load_block(tb, 32, 0, C)
-        kk21 = _load_block(tb, 32, 16, C)
-        kk22 = _load_block(tb, 32, 32, C)
-        kk30 = _load_block(tb, 48, 0, C)
-        kk31 = _load_block(tb, 48, 16, C)
-        kk32 = _load_block(tb, 48, 32, C)
-        kk33 = _load_block(tb, 48, 48, C)
-        g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
-        b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
-        t00, t10, t11, t20, t21, t22, t30, t31, t32, t33 = _inverse_blocks(
-            kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3)
-        tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks overwrite it
-        _store_block(tb, t00, 0, 0, C)
-        _store_block(tb, t10, 16, 0, C)
-        _store_block(tb, t11, 16, 16, C)
-        _store_block(tb, t20, 32, 0, C)
-        _store_block(tb, t21, 32, 16, C)
-        _store_block(tb, t22, 32, 32, C)
-        _store_block(tb, t30, 48, 0, C)
-        _store_block(tb, t31, 48, 16, C)
-        _store_block(tb, t32, 48, 32, C)
-        _store_block(tb, t33, 48, 48, C)
-        tl.debug_barrier()
-        lower = (rc[:, None] // 16) >= (rc[None, :] // 16)  # the upper blocks are zero, never written
-        t = tl.load(tb + rc[:, None] * C + rc[None, :], mask=lower, other=0.0)
-        # Row scales: β e^Γ (Γ as stored above, the values the blocks used) and the key rows'
-        # inverse norms. The products then go 64 columns at a time, so that no 64 x 128 operand
-        # and accumulator are live together.
-        gam = tl.load(gam_ptr + (t0 + rc).to(tl.int64) * HV + hv, mask=rc < clen, other=0.0)
-        beta = _vec(beta_ptr, t0, 0, clen, HV, hv, C)
-        kr = _rows(k_ptr, t0, 0, clen, sk, h * K, ks, K, C)
-        kscale = beta * tl.exp2(gam * LOG2E) * (1.0 / tl.sqrt(tl.sum(kr * kr, axis=1) + 1e-6))
-        for c in tl.static_range(BK // KC):
-            cols = c * KC + tl.arange(0, KC)
-            kb = kscale[:, None] * _rows(k_ptr, t0, 0, clen, sk, h * K, cols, K, C)
-            _store_rows(w_ptr, tl.dot(t, kb), t0, 0, clen, HV * K, hv * K, cols, K, C)
-        for c in tl.static_range(BV // KC):
-            cols = c * KC + tl.arange(0, KC)
-            vb = beta[:, None] * _rows(v_ptr, t0, 0, clen, HV * V, hv * V, cols, V, C)
-            _store_rows(u_ptr, tl.dot(t, vb), t0, 0, clen, HV * V, hv * V, cols, V, C)
+        _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C)
+        tl.debug_barrier()  # T's blocks, written by all of the program's threads, read whole below
+        _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
+                 C, BK, BV, KC, True, True)
+
+
+@triton.jit
+def _gdr_t_fwd_kernel(
+    q_ptr, k_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, qn_ptr, kn_ptr, t_ptr, cu_ptr,
+    H, HV, K,
+    NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, REP: tl.constexpr,
+):
+    """The split route's first half, one program per (chunk, value head): T only (and Γ, and
+    for a head's first value head the normalized rows and Q·Kᵀ), written to memory. Without the
+    W and U products a program holds far fewer registers than the 64-row kernel's, so more of
+    them share an SM to hide the latency of the inverse's chain of small products (the profile
+    found phase 1 latency-bound: docs/results/h100-profiles.md)."""
+    slot = tl.program_id(0)
+    hv = tl.program_id(1)
+    t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
+    if clen > 0:
+        h = hv // REP
+        ks = tl.arange(0, BK)
+        if hv % REP == 0:
+            _qk_head(q_ptr, k_ptr, qk_ptr, qn_ptr, kn_ptr, slot, t0, clen, h, H, K, ks, C)
+        _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, t_ptr + (slot.to(tl.int64) * HV + hv) * C * C,
+                t0, clen, h, hv, H, HV, K, ks, C)
+
+
+@triton.jit
+def _gdr_wu_fwd_kernel(
+    k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, t_ptr, cu_ptr,
+    H, HV, K, V,
+    NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
+    KC: tl.constexpr,
+):
+    """The split route's second half, one program per (chunk, value head, W or U): a streaming
+    64-row product from the stored T (fp32, as the 64-row kernel's tile, so both routes compute
+    the same products on the same operands)."""
+    slot = tl.program_id(0)
+    hv = tl.program_id(1)
+    t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
+    if clen > 0:
+        h = hv // REP
+        tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
+        if tl.program_id(2) == 0:
+            _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
+                     C, BK, BV, KC, True, False)
+        else:
+            _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
+                     C, BK, BV, KC, False, True)
 
 
 @triton.jit
@@ -529,6 +598,13 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
         _gdr_wy64_fwd_kernel[(n_slots, HV)](*wy_args, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
                                             KC=min(64, bk, bv_full), num_warps=8, **regs)
 
+    def wy_split(**regs: int) -> None:
+        tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
+        _gdr_t_fwd_kernel[(n_slots, HV)](q, k, g, beta, qk, gam, qn, kn, tmat, cu_seqlens, H, HV, K,
+                                         NSEQ=NSEQ, C=CHUNK, BK=bk, REP=HV // H, num_warps=8, **regs)
+        _gdr_wu_fwd_kernel[(n_slots, HV, 2)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
+                                             KC=min(64, bk, bv_full), num_warps=4)
+
     # V slices per program: enough (sequence, value head, slice) programs to fill 132 SMs twice.
     bv = min(bv_full, 32)
     while bv > 16 and NSEQ * HV * triton.cdiv(V, bv) < 264:
@@ -558,10 +634,14 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
             NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bvo, REP=HV // H, num_warps=4,
         )
 
-    # The 64-row kernel compiles to 166 registers a thread on sm_90 with no spills: one 8-warp
+    # The 64-row kernel compiles to 168 registers a thread on sm_90 with no spills: one 8-warp
     # program an SM. Capped at 128 it spills about 250 bytes a thread but two programs share an
-    # SM (docs/results/preflight-sm90-table.md); which is faster is for the timing to say.
-    routes = {"blocks": wy_blocks, "64-row": wy_64, "64-row-128-regs": lambda: wy_64(maxnreg=128)}
+    # SM (docs/results/preflight-sm90-table.md); which is faster is for the timing to say. That
+    # capped build won on the H100 (session 19) with the phase still latency-bound, which is what
+    # the split route is for: T's kernel alone needs 134 registers (so capped at 128 it spills
+    # little), and W and U stream from the stored T at 78 registers, 4 warps.
+    routes = {"blocks": wy_blocks, "64-row": wy_64, "64-row-128-regs": lambda: wy_64(maxnreg=128),
+              "split": wy_split, "split-128-regs": lambda: wy_split(maxnreg=128)}
     if wy is None:
         key = (tokens, HV, K, V, NSEQ, H, initial_state.shape[0] > 0, n_final > 0, q.dtype, dev)
         if dev.type != "cuda":
