@@ -250,5 +250,8 @@ def test_task_page_reads_the_run_the_board_reads(task_tree, client, tmp_path: Pa
     html = client.get("/tasks/silu-and-mul/").content.decode()
     assert "without timings" in html and "timeout: the bench did not finish within its limit of 300 s" in html
     assert f"{old_w1['timings']['candidate']['median_ms'] * 1e3:,.1f}" not in html
+    board = client.get("/api/v1/leaderboard/?hardware=h200").json()["rows"]
+    expert = next(r for r in board if r["model"] == "expert kernels")
+    assert expert["correct"] == 1 and expert["suite_size"] == 2  # the board reads the same run
     other = client.get("/tasks/fused-add-rmsnorm/").content.decode()  # the later run does not hold it
     assert "without timings" not in other and 'id="reference-h200"' in other
