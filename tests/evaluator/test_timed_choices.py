@@ -60,6 +60,11 @@ def test_the_worker_reports_every_tuning_key_and_the_timed_choices() -> None:
 def test_the_results_page_lists_the_timed_choices_and_not_the_tuners() -> None:
     run_ = RunResult.model_validate(json.loads(
         (REPO_ROOT / "docs/results/h100-runs/bench-w4a16-awq-gemm.json").read_text()))
+    # The committed run's own choices are listed (session 19's w4a16 run reports its routes) ...
+    assert "| w4a16-awq-gemm | route M=16 N=8192 K=28672 | swapped" in suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
+    # ... a run whose kernels reported only autotuner picks gets no section ...
+    run_.tasks[0].autotune = {k: v for k, v in run_.tasks[0].autotune.items() if not k.startswith(CHOICE_PREFIX)}
+    assert run_.tasks[0].autotune
     assert "Choices the kernels made by timing" not in suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
     run_.tasks[0].autotune = {
         f"{CHOICE_PREFIX}route M=16 N=14336 K=4096": "swapped (split-k 128 us, swapped 101 us)",
