@@ -326,6 +326,20 @@ def _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv,
 
 
 @triton.jit
+def _wy64_program_t(q_ptr, k_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, qn_ptr, kn_ptr, t_ptr, slot, hv, t0, clen,
+                    H, HV, K, C: tl.constexpr, BK: tl.constexpr, REP: tl.constexpr):
+    """A (chunk, value head) program's T, in its slot of ``t_ptr`` (returned): for a head's first
+    value head also the normalized rows and Q·Kᵀ."""
+    h = hv // REP
+    ks = tl.arange(0, BK)
+    if hv % REP == 0:
+        _qk_head(q_ptr, k_ptr, qk_ptr, qn_ptr, kn_ptr, slot, t0, clen, h, H, K, ks, C)
+    tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
+    _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C)
+    return tb
+
+
+@triton.jit
 def _gdr_wy64_fwd_kernel(
     q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, w_ptr, u_ptr, qn_ptr, kn_ptr, t_ptr, cu_ptr,
     H, HV, K, V,
@@ -343,14 +357,10 @@ def _gdr_wy64_fwd_kernel(
     hv = tl.program_id(1)
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:
-        h = hv // REP
-        ks = tl.arange(0, BK)
-        if hv % REP == 0:
-            _qk_head(q_ptr, k_ptr, qk_ptr, qn_ptr, kn_ptr, slot, t0, clen, h, H, K, ks, C)
-        tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
-        _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C)
+        tb = _wy64_program_t(q_ptr, k_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, qn_ptr, kn_ptr, t_ptr, slot, hv,
+                             t0, clen, H, HV, K, C, BK, REP)
         tl.debug_barrier()  # T's blocks, written by all of the program's threads, read whole below
-        _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
+        _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, hv // REP, hv, H, HV, K, V,
                  C, BK, BV, KC, True, True)
 
 
@@ -369,12 +379,8 @@ def _gdr_t_fwd_kernel(
     hv = tl.program_id(1)
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:
-        h = hv // REP
-        ks = tl.arange(0, BK)
-        if hv % REP == 0:
-            _qk_head(q_ptr, k_ptr, qk_ptr, qn_ptr, kn_ptr, slot, t0, clen, h, H, K, ks, C)
-        _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, t_ptr + (slot.to(tl.int64) * HV + hv) * C * C,
-                t0, clen, h, hv, H, HV, K, ks, C)
+        _wy64_program_t(q_ptr, k_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, qn_ptr, kn_ptr, t_ptr, slot, hv,
+                        t0, clen, H, HV, K, C, BK, REP)
 
 
 @triton.jit
