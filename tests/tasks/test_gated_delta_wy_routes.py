@@ -53,6 +53,8 @@ SHAPES = {
     "S2": {"B": 2, "T": 70, "H": 1, "HV": 2, "K": 16, "V": 32, "N": 2, "NI": 0, "NF": 0, "varlen": 0, "dtype": "fp32"},
     "long": {"B": 1, "T": 300, "H": 2, "HV": 4, "K": 32, "V": 16, "N": 2, "NI": 2, "NF": 2, "varlen": 1,
              "dtype": "fp16"},
+    "four value heads a head, K != V": {"B": 1, "T": 200, "H": 1, "HV": 4, "K": 64, "V": 32, "N": 2, "NI": 2, "NF": 2,
+                                         "varlen": 1, "dtype": "fp16"},
     "one value head a head": {"B": 2, "T": 96, "H": 2, "HV": 2, "K": 32, "V": 32, "N": 2, "NI": 0, "NF": 2,
                               "varlen": 0, "dtype": "fp32"},
 }
