@@ -9,6 +9,7 @@ from django.db.models import Count, F, Prefetch, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from evaluator.protocol import timed_choices_of
+from evaluator.result import TaskResult as EngineTaskResult
 from leaderboard.board_queries import UNTIMED_PROFILES, reference_suite
 from leaderboard.models import ReferenceRun, ReferenceTiming, Task, Workload
 
@@ -60,14 +61,6 @@ class ReferenceProfile:
     untimed: str = ""
 
 
-def _timed_choices(run: ReferenceRun, slug: str) -> list[tuple[str, str]]:
-    """The expert's reported timed choices for ``slug`` in ``run``'s stored result."""
-    for t in (run.result_json or {}).get("tasks", []):
-        if t.get("slug") == slug:
-            return timed_choices_of(t.get("autotune") or {})
-    return []
-
-
 def reference_times(task: Task) -> list[ReferenceProfile]:
     """Per timed hardware profile, the eager / compile / expert times of ``task`` in the reference
     run the board reads for it: the latest imported run that has the task
@@ -77,10 +70,12 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
     profiles = sorted(set(ReferenceRun.objects.values_list("hardware", flat=True).distinct()) - UNTIMED_PROFILES,
                       key=lambda h: (h != settings.D2K_BOARD_HARDWARE, h))  # the benchmark's card first
     latest: dict[str, ReferenceRun] = {}
+    merged: dict[str, EngineTaskResult] = {}  # the task as that run holds it, parsed with the suite
     for hw in profiles:
         ref = reference_suite(hw)
         if ref is not None and task.slug in ref.source:
             latest[hw] = ref.source[task.slug]
+            merged[hw] = next(t for t in ref.result.tasks if t.slug == task.slug)
     if not latest:
         return []
     timings = (ReferenceTiming.objects.filter(run__in=list(latest.values()), workload__task=task)
@@ -91,23 +86,15 @@ def reference_times(task: Task) -> list[ReferenceProfile]:
         grouped.setdefault(t.run_id, {}).setdefault(t.workload_id, {})[t.provider] = t
         workloads[t.workload_id] = t.workload
     out = []
-    for run in latest.values():
+    for hw, run in latest.items():
         by_w = grouped.get(run.pk, {})
         rows = [ReferenceRow(workloads[wid], p.get("eager"), p.get("compile"), p.get("expert"))
                 for wid, p in sorted(by_w.items(), key=lambda kv: workloads[kv[0]].position)]
-        out.append(ReferenceProfile(run, rows, _timed_choices(run, task.slug),
-                                    "" if rows else _untimed_reason(run, task.slug)))
+        held = merged[hw]
+        why = (held.reason or held.error_code).strip()
+        out.append(ReferenceProfile(run, rows, timed_choices_of(held.autotune),
+                                    "" if rows else f"{held.status}: {why}" if why else held.status))
     return out
-
-
-def _untimed_reason(run: ReferenceRun, slug: str) -> str:
-    """Why ``run`` holds ``slug`` without timings, in the engine's words (its status and error)."""
-    for t in (run.result_json or {}).get("tasks", []):
-        if t.get("slug") == slug:
-            status = t.get("status") or "untimed"
-            why = (t.get("reason") or t.get("error_code") or "").strip()
-            return f"{status}: {why}" if why else status
-    return "untimed"
 
 
 def best_published_kernels(task: Task, limit: int = 5) -> dict[str, list]:
