@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 from pathlib import Path
 
@@ -92,8 +93,8 @@ def test_default_imports_every_committed_h200_run() -> None:
     assert {"h200-bench.json", "bench-attn-prefill-causal-gqa.json", "bench-muon-newton-schulz.json"} <= found
     assert not any(name.startswith("engine-fail") for name in found)
     h100 = [p for pattern in DEFAULT_GLOBS for p in REPO_ROOT.glob(pattern) if p.parent.name == "h100-runs"]
-    assert len(h100) == 26  # the whole suite, one latest file per task; superseded s1N- files stay out
-    assert not any(p.name.startswith("s1") for p in h100)
+    assert len(h100) == 26  # the whole suite, one latest file per task; superseded sNN- files stay out
+    assert not any(re.match(r"s\d+-", p.name) for p in h100)
 
 
 def test_an_h100_run_is_its_own_profile_and_the_site_opens_on_its_own(task_tree, client, settings) -> None:
