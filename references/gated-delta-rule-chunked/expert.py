@@ -54,6 +54,17 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
+def _flat_ids(NA, NB):
+    """(a, b, c) of a flat grid of NA x NB x NC programs, a varying fastest, then b. The programs
+    that read the same operands (a chunk's V slices, a head's value heads) are then launched side
+    by side and run in the same wave, so the second and later reads of a tile come from L2: in a
+    3-D grid with the chunk fastest they were a wave apart, and every V slice read W and the keys
+    from DRAM again."""
+    pid = tl.program_id(0)
+    return pid % NA, (pid // NA) % NB, pid // (NA * NB)
+
+
+@triton.jit
 def _chunk_of(slot, cu_ptr, NSEQ: tl.constexpr, C: tl.constexpr):
     """(first token, length) of chunk ``slot``; length <= 0 for a surplus slot."""
     t0 = 0
@@ -353,8 +364,7 @@ def _gdr_wy64_fwd_kernel(
     16-row ones. More, smaller programs than the blocked kernel's: K̂·K̂ᵀ is formed per value head
     (a 64 x 64 x K product, cheap) and the head's first value head stores the normalized rows and
     Q·Kᵀ."""
-    slot = tl.program_id(0)
-    hv = tl.program_id(1)
+    hv, _, slot = _flat_ids(HV, 1)  # a head's value heads side by side: they read the same keys
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:
         tb = _wy64_program_t(q_ptr, k_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, qn_ptr, kn_ptr, t_ptr, slot, hv,
@@ -375,8 +385,7 @@ def _gdr_t_fwd_kernel(
     W and U products a program holds far fewer registers than the 64-row kernel's, so more of
     them share an SM to hide the latency of the inverse's chain of small products (the profile
     found phase 1 latency-bound: docs/results/h100-profiles.md)."""
-    slot = tl.program_id(0)
-    hv = tl.program_id(1)
+    hv, _, slot = _flat_ids(HV, 1)  # a head's value heads side by side: they read the same keys
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:
         _wy64_program_t(q_ptr, k_ptr, g_ptr, beta_ptr, qk_ptr, gam_ptr, qn_ptr, kn_ptr, t_ptr, slot, hv,
@@ -393,13 +402,12 @@ def _gdr_wu_fwd_kernel(
     """The split route's second half, one program per (chunk, value head, W or U): a streaming
     64-row product from the stored T (fp32, as the 64-row kernel's tile, so both routes compute
     the same products on the same operands)."""
-    slot = tl.program_id(0)
-    hv = tl.program_id(1)
+    half, hv, slot = _flat_ids(2, HV)
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:
         h = hv // REP
         tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
-        if tl.program_id(2) == 0:
+        if half == 0:
             _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
                      C, BK, BV, KC, True, False)
         else:
@@ -446,9 +454,7 @@ def _gdr_state_fwd_kernel(
     Ṽ = U - W S (stored), and carry S to the next chunk. The outputs are left to the parallel
     kernel below, so each step of this chain is two products and three loads that do not depend
     on S (the pipelined loop issues them a chunk ahead)."""
-    n = tl.program_id(0)
-    hv = tl.program_id(1)
-    vb = tl.program_id(2)
+    vb, hv, n = _flat_ids(tl.cdiv(V, BV), HV)
     h = hv // REP
     a = tl.load(cu_ptr + n)
     e = tl.load(cu_ptr + n + 1)
@@ -488,7 +494,7 @@ def _gdr_state_fwd_kernel(
 #: tiles are copied into shared memory a chunk ahead: 74-82 KB, two or three programs per SM.
 #: Unpipelined, the loads wait in each step, but the program needs 22-29 KB, so registers (136-178
 #: a thread) decide how many share an SM. Which wins depends on how many programs the shape has
-#: (W1: 1,024, W3: 256) and was not measured when this was written.
+#: (W1: 1,024, W3: 256): on the H100 (session 20) unpipelined at W1 and W2, pipelined at W3.
 _STATE_CONFIGS = [
     triton.Config({"STAGES": 2}, num_warps=4),
     triton.Config({"STAGES": 1}, num_warps=4),
@@ -510,9 +516,7 @@ def _gdr_out_fwd_kernel(
     """The outputs, one program per (chunk, value head, V slice), all in parallel:
     O = scale·((Q ⊙ e^Γ) S + (QKᵀ ⊙ e^{Γ_i - Γ_j}, causal) Ṽ), from the state the chunk starts
     with and the Ṽ the serial kernel stored."""
-    slot = tl.program_id(0)
-    hv = tl.program_id(1)
-    vb = tl.program_id(2)
+    vb, hv, slot = _flat_ids(tl.cdiv(V, BV), HV)
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:  # surplus slots (from the upper bound on the chunk count) do nothing
         h = hv // REP
@@ -601,14 +605,14 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
 
     def wy_64(**regs: int) -> None:
         tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
-        _gdr_wy64_fwd_kernel[(n_slots, HV)](*wy_args, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
+        _gdr_wy64_fwd_kernel[(HV * n_slots,)](*wy_args, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
                                             KC=min(64, bk, bv_full), num_warps=8, **regs)
 
     def wy_split(**regs: int) -> None:
         tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
-        _gdr_t_fwd_kernel[(n_slots, HV)](q, k, g, beta, qk, gam, qn, kn, tmat, cu_seqlens, H, HV, K,
+        _gdr_t_fwd_kernel[(HV * n_slots,)](q, k, g, beta, qk, gam, qn, kn, tmat, cu_seqlens, H, HV, K,
                                          NSEQ=NSEQ, C=CHUNK, BK=bk, REP=HV // H, num_warps=8, **regs)
-        _gdr_wu_fwd_kernel[(n_slots, HV, 2)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
+        _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
                                              KC=min(64, bk, bv_full), num_warps=4)
 
     # V slices per program: enough (sequence, value head, slice) programs to fill 132 SMs twice.
@@ -624,7 +628,7 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
     state_args = (kn, gam, w, u, initial_state, hs, vn, final, cu_seqlens, H, HV, K, V)
     state_meta = dict(NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bv, REP=HV // H,
                       HAS_INIT=initial_state.shape[0] > 0, HAS_FINAL=n_final > 0, INTERPRET=dev.type != "cuda")
-    state_grid = (NSEQ, HV, triton.cdiv(V, bv))
+    state_grid = (triton.cdiv(V, bv) * HV * NSEQ,)
 
     def state() -> None:
         if dev.type == "cuda":
@@ -635,7 +639,7 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
     bvo = min(bv_full, 64)
 
     def out() -> None:
-        _gdr_out_fwd_kernel[(n_slots, HV, triton.cdiv(V, bvo))](
+        _gdr_out_fwd_kernel[(triton.cdiv(V, bvo) * HV * n_slots,)](
             qn, qk, gam, hs, vn, o, cu_seqlens, H, HV, K, V, scale,
             NSEQ=NSEQ, C=CHUNK, BK=bk, BV=bvo, REP=HV // H, num_warps=4,
         )
