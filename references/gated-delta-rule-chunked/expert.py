@@ -39,6 +39,12 @@ device. Three launches, split as in flash-linear-attention:
    split costs a K x V state per chunk and value head, written once and read once (about 1 GB at
    W3).
 
+Every grid is flat, with the programs that read the same tiles side by side: a chunk's V
+slices, a head's value heads, one T's W and U halves (``_flat_ids``). With the chunk or sequence
+fastest, as in a 3-D grid, they ran a wave apart whenever the grid outgrew the card, and each
+re-read its tiles from DRAM: the serial kernel moved 2.7 GB a call at W1's shape for 1.5 GB of
+distinct data, and the whole task ran 1.33x slower at W1 (docs/results/h100.md, session 20).
+
 Decays are only ever exponentials of differences of the chunk-local cumsum (never positive: the
 upper triangle is masked before exponentiating).
 """
