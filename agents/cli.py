@@ -14,6 +14,7 @@ from agents.prompt import GUIDANCE_LEVELS
 from agents.providers import ProviderConfig, ProviderError, make_provider
 from agents.tools import ToolBox
 from evaluator.runner import gpu_present
+from tasks.guidance import DIGEST_PATTERN
 from tasks.registry import get_task, load_tasks
 
 
@@ -91,8 +92,12 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    if args.guidance_sha256 and not DIGEST_PATTERN.fullmatch(args.guidance_sha256):
+        print(f"error: --guidance-sha256 {args.guidance_sha256!r} is not 64 lowercase hex digits", file=sys.stderr)
+        return 2
     header = transcript.Header(provider=args.provider, model=args.model, harness=args.harness,
-                               guidance=args.guidance, budget=args.budget, task=args.task)
+                               guidance=args.guidance, budget=args.budget, task=args.task,
+                               guidance_sha256=args.guidance_sha256)
     try:
         t = importers.import_log(args.log.read_bytes(), args.format, header)
     except (importers.ImportErrorBadLog, transcript.TranscriptError) as exc:
@@ -161,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--harness", default="external")
     p.add_argument("--guidance", choices=list(GUIDANCE_LEVELS), default="none")
     p.add_argument("--budget", type=int, default=350)
+    p.add_argument("--guidance-sha256", default="",
+                   help="the digest of the guidance text the run was given (docs/bundle-format.md)")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_import)
 

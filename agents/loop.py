@@ -121,7 +121,7 @@ def run_agent(provider: Provider, toolbox: ToolBox, spec: RunSpec, resume: bool 
         writer = Writer(path)
         writer.write(Header(provider=spec.provider_name, model=spec.model, harness=spec.harness,
                             guidance=spec.condition, mode=spec.mode, budget=spec.budget, task=task.slug,
-                            started_at=now()))
+                            guidance_sha256=task.guidance_sha256(spec.condition), started_at=now()))
         writer.write(Event(turn=0, role="system", content=p.system, ts=now()))
         first = Event(turn=0, role="user", content=p.user, ts=now())
         writer.write(first)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tasks.guidance import CONDITIONS
 from tasks.registry import Task
 from tasks.spec import TensorArg
 
-GUIDANCE_LEVELS = {"none": (), "L1": ("L1",), "L1+L2": ("L1", "L2"), "L1+L2+L3": ("L1", "L2", "L3")}
+GUIDANCE_LEVELS = CONDITIONS  # condition -> the levels it gives
 LEVEL_TITLES = {"L1": "L1 (algorithm)", "L2": "L2 (dataflow)", "L3": "L3 (low-level technique)"}
 GUIDANCE_START = "<expert-guidance>"
 GUIDANCE_END = "</expert-guidance>"

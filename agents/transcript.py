@@ -53,6 +53,9 @@ class Header(_Model):
     mode: Literal["kernel", "design"] = "kernel"
     budget: int = Field(ge=1, le=100_000)
     task: str = Field(min_length=1, max_length=100)
+    #: The digest of the guidance text the run was given (tasks.guidance): "" when not recorded
+    #: (an unguided run, or a log from another harness that did not say).
+    guidance_sha256: str = Field("", pattern=r"^([0-9a-f]{64})?$")
     started_at: str = ""
 
 

@@ -52,6 +52,10 @@ class TaskEntry(_Strict):
                            "(one JSON document), converted on upload as `python -m agents import` does")
     design: Annotated[str, _PATH] | None = Field(None, description="design mode; default: <slug>/design.md")
     turns_used: int | None = Field(None, ge=0, le=100_000, description="default: from the transcript")
+    guidance_sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$",
+        description="the digest of the guidance text the agent was given (tasks.guidance; the task page lists "
+                    "each version's); default: from the transcript's header")
 
     # The conventional paths, defined once for the portal's validation, the engine's CLI and the
     # agent harness's bundle writer.

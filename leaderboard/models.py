@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db import models
 
 from leaderboard.constants import VerificationStatus
+from tasks.guidance import guidance_digest
 
 
 class Task(models.Model):
@@ -55,6 +56,29 @@ class Task(models.Model):
     @property
     def guidance(self) -> dict[str, str]:
         return {"L1": self.guidance_l1, "L2": self.guidance_l2, "L3": self.guidance_l3}
+
+    def guidance_sha256(self, condition: str) -> str:
+        """The digest of the guidance ``condition`` gives now ("" for none; tasks.guidance)."""
+        return guidance_digest(self.guidance, condition)
+
+
+class GuidanceVersion(models.Model):
+    """One version of the guidance a condition gives for a task, kept from the first sync that
+    published it, so that a run on earlier guidance still shows the text its agent was given."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="guidance_versions")
+    condition = models.CharField(max_length=12, help_text="L1, L1+L2 or L1+L2+L3")
+    sha256 = models.CharField(max_length=64, help_text="tasks.guidance.guidance_digest of the text")
+    text = models.TextField(help_text="the levels the condition gives, as one Markdown document")
+    first_synced_at = models.DateTimeField(help_text="when a sync first published this text")
+
+    class Meta:
+        ordering = ["task", "condition", "-first_synced_at"]
+        constraints = [models.UniqueConstraint(fields=["task", "condition", "sha256"],
+                                               name="unique_guidance_version")]
+
+    def __str__(self) -> str:
+        return f"{self.task.slug} {self.condition} {self.sha256[:12]}"
 
 
 class Workload(models.Model):

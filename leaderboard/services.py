@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.constants import ENGINE_STATUSES, VerificationStatus
-from leaderboard.models import Task, Workload
+from leaderboard.models import GuidanceVersion, Task, Workload
 from leaderboard.tree import task_fields, task_workloads
+from tasks.guidance import CONDITIONS, guidance_text
 from tasks.registry import LoadReport, Problem
 
 
@@ -77,6 +78,17 @@ def _sync_workloads(task: Task, wanted: dict[tuple[bool, str], dict[str, Any]], 
 
 
 @transaction.atomic(durable=True)
+def keep_guidance_versions(task: Task, now: Any) -> None:
+    """Record the guidance each condition gives ``task`` now as a version, unless it is one already
+    (idempotent): a run states the digest of what its agent read, and the site must still show
+    that text after the guidance files change."""
+    for condition, levels in CONDITIONS.items():
+        if levels:
+            GuidanceVersion.objects.get_or_create(
+                task=task, condition=condition, sha256=task.guidance_sha256(condition),
+                defaults={"text": guidance_text(task.guidance, condition), "first_synced_at": now})
+
+
 def task_sync(report: LoadReport, *, queue_verification: bool = False) -> SyncResult:
     """Mirror ``report`` into the database; refuses (writing nothing) if it has problems.
 
@@ -96,6 +108,7 @@ def task_sync(report: LoadReport, *, queue_verification: bool = False) -> SyncRe
             row = Task.objects.create(slug=loaded.slug, synced_at=now, **values)
             result.created.append(row.slug)
             _sync_workloads(row, task_workloads(loaded), result)
+            keep_guidance_versions(row, now)
             continue
         fields = _differs(row, values)
         if row.retired:
@@ -109,6 +122,7 @@ def task_sync(report: LoadReport, *, queue_verification: bool = False) -> SyncRe
                     setattr(row, name, values[name])
             row.synced_at = now
             row.save(update_fields=[*fields, "synced_at"])
+            keep_guidance_versions(row, now)
             result.updated.append(row.slug)
         else:
             result.unchanged.append(row.slug)

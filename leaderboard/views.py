@@ -7,6 +7,7 @@ from django.shortcuts import render
 
 from leaderboard import board_queries, selectors
 from leaderboard.board_views import default_profile
+from leaderboard.guidance_versions import versions_of
 from portal.submissions.selectors import latest_published
 
 #: The home page's headline: the top rows of the default board, and the newest published runs.
@@ -49,5 +50,19 @@ def task_detail(request: HttpRequest, slug: str) -> HttpResponse:
             ("L2", "dataflow", task.guidance_l2),
             ("L3", "low-level technique", task.guidance_l3),
         ],
+        "guidance_versions": versions_of(task),
     }
     return render(request, "leaderboard/task_detail.html", context)
+
+
+def guidance_version(request: HttpRequest, slug: str, sha256: str) -> HttpResponse:
+    """One kept version of a task's guidance, as a run that states its digest was given it."""
+    task = selectors.task_detail(slug)
+    if task is None:
+        raise Http404(f"no task {slug!r}")
+    version = task.guidance_versions.filter(sha256=sha256).first()
+    if version is None:
+        raise Http404(f"task {slug!r} has published no guidance with digest {sha256[:64]!r}")
+    context = {"task": task, "version": version,
+               "current": version.sha256 == task.guidance_sha256(version.condition)}
+    return render(request, "leaderboard/guidance_version.html", context)

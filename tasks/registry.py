@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tasks import formula, python_ast
+from tasks.guidance import guidance_digest
 from tasks.spec import DTYPE_SIZES, TaskSpec, TensorArg, Workload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +82,10 @@ class Task:
     @cached_property
     def guidance(self) -> dict[str, str]:
         return {lvl: self.guidance_path(lvl).read_text(encoding="utf-8") for lvl in GUIDANCE_LEVELS}
+
+    def guidance_sha256(self, condition: str) -> str:
+        """The digest of the guidance ``condition`` gives in this tree ("" for none)."""
+        return guidance_digest(self.guidance, condition)
 
     def workloads(self, smoke: bool = False) -> list[Workload]:
         return list(self.spec.smoke if smoke else self.spec.workloads)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from leaderboard.guidance_versions import guidance_state, versions_of
 from leaderboard.models import Task, Workload
 from portal.moderation.models import Decision
 from portal.scores.models import JudgeScore
@@ -41,19 +42,31 @@ class TaskDetailSerializer(serializers.ModelSerializer):
     workloads = WorkloadSerializer(many=True, read_only=True)
     spec = serializers.JSONField(source="spec_json")
     guidance = serializers.DictField(child=serializers.CharField())
+    guidance_versions = serializers.SerializerMethodField(
+        help_text="every version of each guided condition's text this site published, with its digest")
 
     class Meta:
         model = Task
         fields = ["slug", "task_id", "title", "category", "entry_point", "summary", "semantics", "notes", "spec",
-                  "workloads", "guidance"]
+                  "workloads", "guidance", "guidance_versions"]
+
+    def get_guidance_versions(self, obj: Task) -> list[dict]:
+        return [{"condition": v.condition, "sha256": v.sha256, "first_synced_at": v.first_synced_at,
+                 "current": current} for v, current in versions_of(obj)]
 
 
 class SubmissionTaskSerializer(serializers.ModelSerializer):
     slug = serializers.CharField(source="task.slug")
+    guidance_version = serializers.SerializerMethodField(
+        help_text="the stated guidance against the task's: unguided, not stated, current, earlier or unpublished")
 
     class Meta:
         model = SubmissionTask
-        fields = ["slug", "kernel_path", "kernel_sha256", "transcript_path", "turns_used"]
+        fields = ["slug", "kernel_path", "kernel_sha256", "transcript_path", "turns_used", "guidance_sha256",
+                  "guidance_version"]
+
+    def get_guidance_version(self, obj: SubmissionTask) -> str:
+        return guidance_state(obj.task, obj.submission.guidance, obj.guidance_sha256).status
 
 
 class AttemptSerializer(serializers.ModelSerializer):

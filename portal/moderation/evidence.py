@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, QuerySet
 
 from leaderboard.board_queries import expert_speedups
+from leaderboard.guidance_versions import GuidanceState, guidance_state, published_versions
 from portal.submissions import selectors
 from portal.submissions.constants import Status
 from portal.submissions.highlight import highlight_diff
@@ -76,18 +77,22 @@ class TaskEvidence:
     diff_html: str = ""
     has_transcript: bool = False
     turns_used: int | None = None
+    guidance: GuidanceState | None = None
 
 
 def submission_evidence(sub: Submission) -> list[TaskEvidence]:
     results = {r.task.slug: r for r in selectors.attempt_results(sub.current_attempt)}
     experts = expert_speedups(sub.hardware)
+    entries = list(sub.tasks.all())
+    versions = published_versions(t.task for t in entries)
     out = []
-    for task in sub.tasks.all():
+    for task in entries:
         row = results.get(task.task.slug)
         ev = TaskEvidence(slug=task.task.slug, status=row.status if row else "not run",
                           verdict=row.verdict if row else "", speedup=None,
                           expert_speedup=experts.get(task.task.slug), has_transcript=bool(task.transcript_storage_name),
-                          turns_used=task.turns_used)
+                          turns_used=task.turns_used,
+                          guidance=guidance_state(task.task, sub.guidance, task.guidance_sha256, versions))
         if row is not None:
             score = selectors.task_score(row)
             ev.speedup = score.speedup

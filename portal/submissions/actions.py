@@ -224,7 +224,8 @@ def _do_create(*, team: Team, user: AbstractBaseUser, validated: ValidatedBundle
                        kernel_sha256=hashlib.sha256(v.kernel_source.encode()).hexdigest() if v.kernel_source else "",
                        design_path=v.design_path, design_source=v.design_source, transcript_path=v.transcript_path,
                        transcript_storage_name=transcripts.get(v.slug, ("", ""))[0],
-                       transcript_sha256=transcripts.get(v.slug, ("", ""))[1], turns_used=v.turns_used)
+                       transcript_sha256=transcripts.get(v.slug, ("", ""))[1], turns_used=v.turns_used,
+                       guidance_sha256=v.guidance_sha256)
         for i, v in enumerate(validated.tasks)])
     _transition(sub, S.VALIDATED, actor=actor, reason=f"{len(validated.tasks)} task(s) passed validation")
     attempt = _new_attempt(sub, actor=actor, reason="first evaluation")

@@ -111,6 +111,9 @@ class SubmissionTask(models.Model):
     transcript_storage_name = models.CharField(max_length=200, blank=True)
     transcript_sha256 = models.CharField(max_length=64, blank=True)
     turns_used = models.PositiveIntegerField(null=True, blank=True)
+    guidance_sha256 = models.CharField(
+        max_length=64, blank=True,
+        help_text="the digest of the guidance text the run says its agent was given (tasks.guidance); blank: not stated")
 
     class Meta:
         ordering = ["submission", "position"]

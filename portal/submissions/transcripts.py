@@ -36,12 +36,14 @@ def check_transcript(path: str, data: bytes, *, slug: str, guidance: str, budget
     return (None, problems) if problems else (transcript, [])
 
 
-def convert_log(path: str, data: bytes, fmt: str, manifest: Manifest, slug: str) -> tuple[bytes, Problem | None]:
+def convert_log(path: str, data: bytes, fmt: str, manifest: Manifest, slug: str, guidance_sha256: str = ""
+                ) -> tuple[bytes, Problem | None]:
     """Another harness's log (``fmt``: openai-chat, openai-responses, anthropic) as our JSONL, with
     the header the manifest implies (AGENTS.md: teams upload what they already have). The
     converter is the one ``python -m agents import`` uses, and it validates what it produces."""
     header = Header(provider=manifest.provider, model=manifest.model, harness=manifest.harness,
-                    guidance=manifest.guidance, mode=manifest.mode, budget=manifest.budget, task=slug)
+                    guidance=manifest.guidance, mode=manifest.mode, budget=manifest.budget, task=slug,
+                    guidance_sha256=guidance_sha256)
     if len(data) > MAX_TRANSCRIPT_BYTES:
         return b"", Problem(path, "transcript", f"is {len(data):,} bytes; the limit is {MAX_TRANSCRIPT_BYTES:,}")
     try:

@@ -41,6 +41,7 @@ class ValidatedTask:
     transcript_path: str = ""
     transcript: bytes = b""
     turns_used: int | None = None
+    guidance_sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,14 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
             return None
     transcript_path = entry.transcript_file(files)
     turns = entry.turns_used
+    digest = entry.guidance_sha256 or ""
     if transcript_path:
         if transcript_path not in files:
             problems.append(Problem(transcript_path, "missing-file", f"the transcript of task {slug} is not in the bundle"))
             return None
         data = files[transcript_path]
         if entry.transcript_format != "d2k":  # another harness's log: converted, then checked like ours
-            data, t_problem = convert_log(transcript_path, data, entry.transcript_format, manifest, slug)
+            data, t_problem = convert_log(transcript_path, data, entry.transcript_format, manifest, slug, digest)
             if t_problem is not None:
                 problems.append(t_problem)
                 return None
@@ -115,11 +117,22 @@ def _check_task(entry, manifest: Manifest, files: dict[str, bytes], known: Known
                                         f"task {slug}: turns_used = {turns}, but its transcript uses "
                                         f"{transcript.turns_used}"))
             turns = transcript.turns_used
+            stated = transcript.header.guidance_sha256
+            if digest and stated and stated != digest:
+                problems.append(Problem(MANIFEST_NAME, "guidance-digest",
+                                        f"task {slug}: guidance_sha256 = {digest[:12]}..., but its transcript's "
+                                        f"header says {stated[:12]}..."))
+            digest = digest or stated
         found.update(transcript_path=transcript_path, transcript=data)  # stored in our format
     if turns is not None and turns > manifest.budget:
         problems.append(Problem(MANIFEST_NAME, "turns-used", f"task {slug}: {turns} turns exceed the budget "
                                                              f"of {manifest.budget}"))
+    if digest and manifest.guidance == "none":
+        problems.append(Problem(MANIFEST_NAME, "guidance-digest",
+                                f"task {slug}: an unguided run (guidance = \"none\") was given no guidance text, "
+                                f"so it has no guidance digest"))
     found["turns_used"] = turns
+    found["guidance_sha256"] = digest
     return ValidatedTask(**found)  # type: ignore[arg-type]
 
 

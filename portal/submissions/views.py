@@ -16,6 +16,7 @@ from django.utils.safestring import mark_safe
 from markdown_it import MarkdownIt
 
 from evaluator.bundle_problems import BundleInvalid
+from leaderboard.guidance_versions import guidance_state, published_versions
 from portal.paging import page_of
 from portal.submissions import actions, permissions, selectors
 from portal.submissions.forms import ReasonForm, SubmitForm
@@ -80,8 +81,11 @@ def _context(request: HttpRequest, sub) -> dict:  # noqa: ANN001
     private = permissions.can_see_private(request.user, sub)
     attempt = sub.current_attempt if private else sub.published_attempt
     results = selectors.attempt_results(attempt)
+    entries = list(sub.tasks.all())
+    versions = published_versions(t.task for t in entries)
     return {
-        "sub": sub, "private": private, "attempt": attempt, "results": results,
+        "sub": sub, "private": private, "attempt": attempt, "results": results, "entries": entries,
+        "guidance_states": {t.pk: guidance_state(t.task, sub.guidance, t.guidance_sha256, versions) for t in entries},
         "scores": {r.pk: selectors.task_score(r) for r in results},
         "judges": selectors.judge_scores_by_task(selectors.judge_scores(sub, private=private)),
         "attempts": selectors.attempts_of(sub) if private else [],

@@ -156,3 +156,16 @@ def test_design_mode_offers_only_reading_and_saves_the_design(tmp_path: Path) ->
     assert [t["name"] for t in llm.requests[0][1]["tools"]] == ["read_file"]
     assert out.design is not None and out.design.read_text() == design and out.kernel is None
     assert transcript.load(out.transcript).header.mode == "design"
+
+
+@pytest.mark.parametrize("condition", ["none", "L1+L2"])
+def test_the_header_names_the_guidance_version_the_run_was_given(tmp_path: Path, condition: str) -> None:
+    """A guided run's transcript states the digest of the guidance text in its prompt, so the site can
+    tell which version the agent read after the guidance files change (docs/bundle-format.md)."""
+    with FakeLLM([Reply(text="done")]) as llm:
+        out = run_agent(_provider("openai", llm), _box(tmp_path, condition=condition),
+                        RunSpec("openai", "scripted-1", condition=condition, budget=5))
+    header = transcript.load(out.transcript).header
+    assert header.guidance == condition
+    assert header.guidance_sha256 == get_task(SLUG).guidance_sha256(condition)
+    assert bool(header.guidance_sha256) == (condition != "none")
