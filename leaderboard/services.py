@@ -77,7 +77,6 @@ def _sync_workloads(task: Task, wanted: dict[tuple[bool, str], dict[str, Any]], 
     return changed
 
 
-@transaction.atomic(durable=True)
 def keep_guidance_versions(task: Task, now: Any) -> None:
     """Record the guidance each condition gives ``task`` now as a version, unless it is one already
     (idempotent): a run states the digest of what its agent read, and the site must still show
@@ -89,6 +88,7 @@ def keep_guidance_versions(task: Task, now: Any) -> None:
                 defaults={"text": guidance_text(task.guidance, condition), "first_synced_at": now})
 
 
+@transaction.atomic(durable=True)
 def task_sync(report: LoadReport, *, queue_verification: bool = False) -> SyncResult:
     """Mirror ``report`` into the database; refuses (writing nothing) if it has problems.
 

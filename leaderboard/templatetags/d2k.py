@@ -17,9 +17,16 @@ _md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": 
 
 
 @register.filter
-def markdown(text: str) -> SafeString:
-    """Render Markdown to HTML with raw HTML escaped."""
-    return mark_safe(_md.render(text or ""))  # noqa: S308 - html=False escapes every raw tag
+def markdown(text: str, below: int = 0) -> SafeString:
+    """Render Markdown to HTML with raw HTML escaped. ``below`` moves every heading that many
+    levels down (at most h6), so a document embedded under a page's own headings (guidance files
+    open with a level-1 heading) does not add a second ``h1`` to the page."""
+    tokens = _md.parse(text or "")
+    if below:
+        for token in tokens:
+            if token.type in ("heading_open", "heading_close"):
+                token.tag = f"h{min(6, int(token.tag[1]) + int(below))}"
+    return mark_safe(_md.renderer.render(tokens, _md.options, {}))  # noqa: S308 - html=False escapes every raw tag
 
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))

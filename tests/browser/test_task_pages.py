@@ -1,4 +1,5 @@
-"""In Chromium: the task list shows every task, a task page opens, and the L1 guidance reveals."""
+"""In Chromium: the task list shows every task, a task page opens, the L1 guidance reveals, and a
+guidance version opens from the page's list of versions."""
 
 from __future__ import annotations
 
@@ -63,5 +64,13 @@ def check_pages(browser: Browser, base: str, tasks: list) -> None:
         word = max(re.findall(r"[A-Za-z]{6,}", task.guidance["L1"]), key=len)
         expect(body).to_contain_text(word)
         expect(page.locator("#guidance-L2 section.md")).to_be_hidden()
+
+        # Every guided condition's current version is listed; its page holds the levels it gives.
+        digest = task.guidance_sha256("L1+L2")
+        page.get_by_role("link", name=digest[:12], exact=True).click()
+        expect(page).to_have_url(f"{base}/tasks/{task.slug}/guidance/{digest}/")
+        expect(page.get_by_role("heading", level=1)).to_contain_text("L1+L2")
+        expect(page.locator("dl.facts")).to_contain_text("current")
+        expect(page.locator("section.md")).to_contain_text(word)
     finally:
         page.close()

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from leaderboard.models import Task
-from leaderboard.templatetags.d2k import si
+from leaderboard.templatetags.d2k import markdown, si
 from tasks.registry import load_tasks
 from tests.portal.helpers import sync
 
@@ -114,3 +114,12 @@ def test_query_counts_do_not_grow_with_tasks(client, task_tree, django_assert_nu
         client.get("/tasks/")
     with django_assert_num_queries(4):  # the task, its workloads, its reference runs (none yet), best kernels
         client.get("/tasks/fused-add-rmsnorm/")
+
+
+def test_embedded_markdown_headings_move_below_the_page_s_own() -> None:
+    """Guidance files open with a level-1 heading; on a page that has its own ``h1`` they render lower."""
+    text = "# L1: algorithm\n\n## Steps\n\n###### deepest\n\n<h1>raw</h1>"
+    assert str(markdown(text)).startswith("<h1>L1: algorithm</h1>")
+    shifted = str(markdown(text, 2))
+    assert "<h3>L1: algorithm</h3>" in shifted and "<h4>Steps</h4>" in shifted and "<h6>deepest</h6>" in shifted
+    assert "<h1>" not in shifted and "&lt;h1&gt;raw&lt;/h1&gt;" in shifted
