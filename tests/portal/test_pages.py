@@ -112,7 +112,8 @@ def test_query_counts_do_not_grow_with_tasks(client, task_tree, django_assert_nu
     sync(task_tree(as_slug="third-norm", task_id="T99"))
     with django_assert_num_queries(1):
         client.get("/tasks/")
-    with django_assert_num_queries(4):  # the task, its workloads, its reference runs (none yet), best kernels
+    with django_assert_num_queries(5):  # the task, its workloads, its reference runs (none yet), best kernels,
+        # its guidance versions
         client.get("/tasks/fused-add-rmsnorm/")
 
 
