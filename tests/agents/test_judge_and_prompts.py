@@ -11,6 +11,7 @@ from agents import prompt
 from agents.judge import MAX_ATTEMPTS, PROMPT_VERSION, build_rubric, judge
 from agents.providers import ProviderConfig, make_provider
 from agents.tools import ToolBox
+from tasks.guidance import CONDITIONS, guidance_digest
 from tasks.registry import get_task, load_tasks
 from tests.agents.fake_llm import FakeLLM, Reply
 
@@ -105,3 +106,13 @@ def test_the_prompt_names_the_card_the_run_is_judged_on_and_the_in_place_contrac
     assert "conv_state: Tensor['N', 'D', 'W - 1'] (dtype, updated in place" in default.user
     design = prompt.build(task, mode="design", hardware="h100")
     assert "for an NVIDIA H100 (Hopper) should compute it" in design.system
+
+
+@pytest.mark.parametrize("condition", ["L1", "L1+L2", "L1+L2+L3"])
+def test_the_digest_covers_exactly_what_the_prompt_gives(condition: str) -> None:
+    """Every level the digest hashes is in the guided prompt, and no other level is."""
+    task = next(t for t in load_tasks().tasks if t.slug == "gated-delta-rule-chunked")
+    text = prompt.build(task, condition).user
+    for level in ("L1", "L2", "L3"):
+        assert (task.guidance[level].strip() in text) == (level in CONDITIONS[condition])
+    assert task.guidance_sha256(condition) == guidance_digest(task.guidance, condition)

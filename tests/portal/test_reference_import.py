@@ -60,10 +60,10 @@ def test_task_page_shows_the_imported_reference_times(task_tree, client, django_
     sync(_tree(task_tree))
     call_command("import_reference_results", str(RESULT), stdout=StringIO())
     # task, workloads, the profiles, the board's reference suite (its runs and the task list,
-    # cached with the board), the chosen runs' timings, best kernels
-    with django_assert_num_queries(7):
+    # cached with the board), the chosen runs' timings, best kernels, guidance versions
+    with django_assert_num_queries(8):
         client.get("/tasks/fused-add-rmsnorm/")
-    with django_assert_num_queries(5):  # the suite now comes from the board's cache
+    with django_assert_num_queries(6):  # the suite now comes from the board's cache
         html = client.get("/tasks/fused-add-rmsnorm/").content.decode()
     assert 'id="reference-h200"' in html and "NVIDIA H200" in html and "h200-bench.json" in html
     data = json.loads(RESULT.read_text())
