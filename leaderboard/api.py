@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
 from leaderboard import board_queries
 from leaderboard.board_views import GUIDANCE, board_data, filters_from, page_pairs
+from leaderboard.guidance_versions import states_of_runs
 
 FILTERS = [
     OpenApiParameter("hardware", str, description="hardware profile, e.g. h200"),
@@ -105,11 +106,14 @@ class PairsView(APIView):
 def _pairs_rows(f: board_queries.Filters, limit: int, offset: int) -> tuple[int, list[dict[str, object]]]:
     out = []
     _, found, groups = page_pairs(f, offset=offset, limit=limit)
+    given = states_of_runs(int(p.guided.key) for p in found)
     for p in found:
         c = p.comparison
+        states = given.get(int(p.guided.key), {})
         out.append({"unguided": int(p.unguided.key), "guided": int(p.guided.key), "model": p.guided.model,
                     "team": p.guided.team, "conditions": [p.unguided.condition, p.guided.condition],
                     "score_ratio": c.score_ratio, "ci": [c.ci_low, c.ci_high], "confidence": c.confidence,
                     "wilcoxon_p": c.wilcoxon_p, "sign_test_p": c.sign_test_p, "verdict": c.verdict,
-                    "per_task_ratios": c.per_task_ratios})
+                    "per_task_ratios": c.per_task_ratios,
+                    "guided_guidance": {slug: states[slug].status for slug in c.per_task_ratios if slug in states}})
     return groups, out

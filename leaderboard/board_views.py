@@ -19,6 +19,7 @@ from django.shortcuts import render
 from evaluator.score_result import score_run
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
 from leaderboard import board, board_queries, charts
+from leaderboard.guidance_versions import states_of_runs
 from portal.scores.models import ALL, SubmissionScore
 
 GUIDANCE = ("none", "L1", "L1+L2", "L1+L2+L3")
@@ -212,17 +213,21 @@ def _pairs_views(f: board_queries.Filters, offset: int, limit: int) -> dict[str,
     entries, found, groups = page_pairs(f, offset, limit)
     labels = board_queries.task_labels(board_queries.suite(ALL))
     experts = {labels.get(k, k): v for k, v in board_queries.expert_speedups(f.hardware).items()}
+    given = states_of_runs(int(p.guided.key) for p in found)
     views = []
     for i, p in enumerate(found):
         tasks = []
+        states = given.get(int(p.guided.key), {})
         for slug in p.suite:
             u, g = p.unguided.tasks.get(slug), p.guided.tasks.get(slug)
             tasks.append({"slug": slug, "label": labels.get(slug, slug), "unguided": u.speedup if u else None,
-                          "guided": g.speedup if g else None, "ratio": p.comparison.per_task_ratios[slug]})
+                          "guided": g.speedup if g else None, "ratio": p.comparison.per_task_ratios[slug],
+                          "guidance": states.get(slug)})
         points = [charts.PairPoint(t["label"], "all workloads", t["unguided"], t["guided"]) for t in tasks]
         scatter = charts.paired_scatter(points, {t["label"]: experts[t["label"]] for t in tasks if t["label"] in experts},
                                         f"{p.guided.model}: {p.unguided.condition} vs {p.guided.condition}")
         views.append({"pair": p, "tasks": tasks, "chart_id": f"pair-{i}", "chart": scatter,
-                      "log_ratio": math.log(p.comparison.score_ratio)})
+                      "log_ratio": math.log(p.comparison.score_ratio),
+                      "not_current": sum(1 for t in tasks if t["guidance"] and t["guidance"].status != "current")})
     curves = board.ablations(entries, board_queries.suite(ALL))
     return {"pairs": views, "ablation": charts.ablation(curves) if curves else None, "groups": groups}

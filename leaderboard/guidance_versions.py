@@ -58,9 +58,27 @@ def guidance_state(task: Task, condition: str, sha256: str,
 
 
 def published_versions(tasks: Iterable[Task]) -> dict[tuple[int, str, str], GuidanceVersion]:
-    """Every kept version of ``tasks``' guidance, keyed by (task id, condition, digest): one query."""
-    rows = GuidanceVersion.objects.filter(task__in=list(tasks))
+    """Every kept version of ``tasks``' guidance, keyed by (task id, condition, digest), without
+    their texts (pages link to a version; its own page reads the text): one query."""
+    rows = GuidanceVersion.objects.filter(task__in=list(tasks)).defer("text")
     return {(v.task_id, v.condition, v.sha256): v for v in rows}
+
+
+def states_of_runs(submission_ids: Iterable[int]) -> dict[int, dict[str, GuidanceState]]:
+    """Submission id -> task slug -> the state of the guidance that run states, for pages that
+    show many runs (the pairs): three queries however many runs, and no task row's other text."""
+    from portal.submissions.models import SubmissionTask  # the portal app's model; imported here, late
+
+    rows = list(SubmissionTask.objects.filter(submission_id__in=list(submission_ids))
+                .values_list("submission_id", "submission__guidance", "task_id", "guidance_sha256"))
+    tasks = Task.objects.filter(pk__in={r[2] for r in rows}).only("slug", "guidance_l1", "guidance_l2", "guidance_l3")
+    by_id = {t.pk: t for t in tasks}
+    versions = published_versions(by_id.values())
+    out: dict[int, dict[str, GuidanceState]] = {}
+    for sub_id, condition, task_id, sha256 in rows:
+        task = by_id[task_id]
+        out.setdefault(sub_id, {})[task.slug] = guidance_state(task, condition, sha256, versions)
+    return out
 
 
 def versions_of(task: Task) -> list[tuple[GuidanceVersion, bool]]:

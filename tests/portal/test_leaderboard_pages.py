@@ -232,3 +232,27 @@ def test_an_untimed_profile_has_no_board(client, url: str) -> None:
     assert response.status_code == 404, response.content[:300]
     if url.startswith("/api/"):
         assert "correctness-only" in response.json()["error"]["message"]
+
+
+def test_pairs_say_which_guidance_version_the_guided_run_read(board, client) -> None:
+    """The seeded runs state no version; once a guided run states the current one for each task, its
+    pair's table and the API say so, and the pair's note about other versions goes away."""
+    from django.core.cache import cache
+
+    from portal.submissions.models import SubmissionTask
+
+    pairs = client.get("/api/v1/pairs/?hardware=h200").json()["pairs"]
+    assert all(set(p["guided_guidance"].values()) == {"not stated"} for p in pairs)
+    assert all(set(p["guided_guidance"]) == set(p["per_task_ratios"]) for p in pairs)
+    html = client.get("/leaderboard/pairs/?hardware=h200").content.decode()
+    assert html.count('class="guidance-note"') == 6 and "version not stated" in html
+
+    guided = Submission.objects.get(pk=pairs[0]["guided"])
+    for entry in SubmissionTask.objects.filter(submission=guided).select_related("task"):
+        entry.guidance_sha256 = entry.task.guidance_sha256(guided.guidance)
+        entry.save(update_fields=["guidance_sha256"])
+    cache.clear()
+    first = client.get("/api/v1/pairs/?hardware=h200").json()["pairs"][0]
+    assert first["guided"] == guided.pk and set(first["guided_guidance"].values()) == {"current"}
+    html = client.get("/leaderboard/pairs/?hardware=h200").content.decode()
+    assert html.count('class="guidance-note"') == 5 and ", current</a>" in html
