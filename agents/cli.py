@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from agents import importers, transcript
 from agents.bundle import RunManifest, build_bundle, idempotency_key, write_manifest
 from agents.loop import RunSpec, run_agent
@@ -14,7 +16,6 @@ from agents.prompt import GUIDANCE_LEVELS
 from agents.providers import ProviderConfig, ProviderError, make_provider
 from agents.tools import ToolBox
 from evaluator.runner import gpu_present
-from tasks.guidance import DIGEST_PATTERN
 from tasks.registry import get_task, load_tasks
 
 
@@ -92,12 +93,14 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    if args.guidance_sha256 and not DIGEST_PATTERN.fullmatch(args.guidance_sha256):
-        print(f"error: --guidance-sha256 {args.guidance_sha256!r} is not 64 lowercase hex digits", file=sys.stderr)
+    try:
+        header = transcript.Header(provider=args.provider, model=args.model, harness=args.harness,
+                                   guidance=args.guidance, budget=args.budget, task=args.task,
+                                   guidance_sha256=args.guidance_sha256)
+    except ValidationError as exc:  # a flag's value the transcript format refuses (--budget 0, a bad digest)
+        fields = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        print(f"error: {fields}", file=sys.stderr)
         return 2
-    header = transcript.Header(provider=args.provider, model=args.model, harness=args.harness,
-                               guidance=args.guidance, budget=args.budget, task=args.task,
-                               guidance_sha256=args.guidance_sha256)
     try:
         t = importers.import_log(args.log.read_bytes(), args.format, header)
     except (importers.ImportErrorBadLog, transcript.TranscriptError) as exc:

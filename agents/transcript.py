@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from tasks.guidance import DIGEST_RE
+
 TRANSCRIPT_VERSION = 1
 MAX_TRANSCRIPT_BYTES = 64 * 2**20  # an upload's transcript, uncompressed
 MAX_LINE_BYTES = 4 * 2**20
@@ -55,7 +57,7 @@ class Header(_Model):
     task: str = Field(min_length=1, max_length=100)
     #: The digest of the guidance text the run was given (tasks.guidance): "" when not recorded
     #: (an unguided run, or a log from another harness that did not say).
-    guidance_sha256: str = Field("", pattern=r"^([0-9a-f]{64})?$")
+    guidance_sha256: str = Field("", pattern=rf"^({DIGEST_RE})?$")
     started_at: str = ""
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evaluator.bundle_problems import Problem
+from tasks.guidance import DIGEST_RE
 
 #: The turn budget of a submission whose manifest names none: 350 turns, as in the paper.
 DEFAULT_BUDGET = 350
@@ -53,7 +54,7 @@ class TaskEntry(_Strict):
     design: Annotated[str, _PATH] | None = Field(None, description="design mode; default: <slug>/design.md")
     turns_used: int | None = Field(None, ge=0, le=100_000, description="default: from the transcript")
     guidance_sha256: str | None = Field(
-        None, pattern=r"^[0-9a-f]{64}$",
+        None, pattern=rf"^{DIGEST_RE}$",
         description="the digest of the guidance text the agent was given (tasks.guidance; the task page lists "
                     "each version's); default: from the transcript's header")
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from leaderboard.models import GuidanceVersion, Task
+from portal.submissions.models import SubmissionTask
 from tasks.guidance import CONDITIONS
 
 
@@ -67,8 +68,6 @@ def published_versions(tasks: Iterable[Task]) -> dict[tuple[int, str, str], Guid
 def states_of_runs(submission_ids: Iterable[int]) -> dict[int, dict[str, GuidanceState]]:
     """Submission id -> task slug -> the state of the guidance that run states, for pages that
     show many runs (the pairs): three queries however many runs, and no task row's other text."""
-    from portal.submissions.models import SubmissionTask  # the portal app's model; imported here, late
-
     rows = list(SubmissionTask.objects.filter(submission_id__in=list(submission_ids))
                 .values_list("submission_id", "submission__guidance", "task_id", "guidance_sha256"))
     tasks = Task.objects.filter(pk__in={r[2] for r in rows}).only("slug", "guidance_l1", "guidance_l2", "guidance_l3")

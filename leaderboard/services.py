@@ -17,7 +17,7 @@ from django.utils import timezone
 from leaderboard.constants import ENGINE_STATUSES, VerificationStatus
 from leaderboard.models import GuidanceVersion, Task, Workload
 from leaderboard.tree import task_fields, task_workloads
-from tasks.guidance import CONDITIONS, guidance_text
+from tasks.guidance import guided_versions
 from tasks.registry import LoadReport, Problem
 
 
@@ -81,11 +81,9 @@ def keep_guidance_versions(task: Task, now: Any) -> None:
     """Record the guidance each condition gives ``task`` now as a version, unless it is one already
     (idempotent): a run states the digest of what its agent read, and the site must still show
     that text after the guidance files change."""
-    for condition, levels in CONDITIONS.items():
-        if levels:
-            GuidanceVersion.objects.get_or_create(
-                task=task, condition=condition, sha256=task.guidance_sha256(condition),
-                defaults={"text": guidance_text(task.guidance, condition), "first_synced_at": now})
+    for condition, digest, text in guided_versions(task.guidance):
+        GuidanceVersion.objects.get_or_create(task=task, condition=condition, sha256=digest,
+                                              defaults={"text": text, "first_synced_at": now})
 
 
 @transaction.atomic(durable=True)

@@ -11,15 +11,14 @@ harness (from the tree) and the portal (from the task rows) alike.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 
 #: Each condition and the guidance levels it gives the agent, in order.
 CONDITIONS: dict[str, tuple[str, ...]] = {
     "none": (), "L1": ("L1",), "L1+L2": ("L1", "L2"), "L1+L2+L3": ("L1", "L2", "L3"),
 }
-#: A digest as runs state it: 64 lowercase hex digits.
-DIGEST_PATTERN = re.compile(r"[0-9a-f]{64}")
+#: A digest as runs state it (64 lowercase hex digits), for the manifest's and the transcript's schemas.
+DIGEST_RE = "[0-9a-f]{64}"
 
 
 def guidance_digest(texts: Mapping[str, str], condition: str) -> str:
@@ -40,3 +39,9 @@ def guidance_text(texts: Mapping[str, str], condition: str) -> str:
     """The levels ``condition`` gives, as one Markdown document (what a version page shows): each
     level's file as written (each opens with its own heading), in order, between rules."""
     return "\n\n---\n\n".join(texts[level].strip() for level in CONDITIONS[condition])
+
+
+def guided_versions(texts: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(condition, digest, text) of every guided condition over ``texts``: what a sync keeps as
+    the published versions (leaderboard.services, and the migration that backfilled them)."""
+    return [(c, guidance_digest(texts, c), guidance_text(texts, c)) for c, levels in CONDITIONS.items() if levels]

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from tasks.guidance import CONDITIONS, guidance_digest, guidance_text
+from tasks.guidance import guided_versions
 
 
 def backfill(apps, schema_editor):
@@ -12,11 +12,9 @@ def backfill(apps, schema_editor):
     GuidanceVersion = apps.get_model("leaderboard", "GuidanceVersion")
     for task in Task.objects.all():
         texts = {"L1": task.guidance_l1, "L2": task.guidance_l2, "L3": task.guidance_l3}
-        for condition in CONDITIONS:
-            if CONDITIONS[condition]:
-                GuidanceVersion.objects.get_or_create(
-                    task=task, condition=condition, sha256=guidance_digest(texts, condition),
-                    defaults={"text": guidance_text(texts, condition), "first_synced_at": task.synced_at})
+        for condition, digest, text in guided_versions(texts):
+            GuidanceVersion.objects.get_or_create(task=task, condition=condition, sha256=digest,
+                                                  defaults={"text": text, "first_synced_at": task.synced_at})
 
 
 class Migration(migrations.Migration):

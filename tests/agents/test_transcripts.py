@@ -143,3 +143,21 @@ def test_a_consistent_transcript_with_usage_and_cost_passes_and_display_skips_th
     assert transcript.parse(good).turns_used == 2
     claimed = _lines(*[_said(1) for _ in range(5)])
     assert len(transcript.parse(claimed, strict=False).events) == 5  # a transcript stored before the rules shows
+
+
+def test_import_states_the_guidance_version_or_refuses_a_bad_flag(tmp_path, capsys) -> None:
+    """``python -m agents import --guidance-sha256``: the digest lands in the header; a value the
+    transcript format refuses is a clear error naming the flag, and nothing is written."""
+    from agents.cli import main
+
+    log = tmp_path / "chat.json"
+    log.write_text(json.dumps(CHAT))
+    common = ["import", str(log), "--format", "openai-chat", "--task", "silu-and-mul", "--provider", "p",
+              "--model", "m", "--guidance", "L1"]
+    out = tmp_path / "t.jsonl"
+    assert main([*common, "--guidance-sha256", "ab" * 32, "--out", str(out)]) == 0
+    assert transcript.load(out).header.guidance_sha256 == "ab" * 32
+    bad = tmp_path / "bad.jsonl"
+    assert main([*common, "--guidance-sha256", "AB" * 32, "--budget", "0", "--out", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "--guidance-sha256:" in err and "--budget:" in err and not bad.exists()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tasks.guidance import CONDITIONS, DIGEST_PATTERN, guidance_digest, guidance_text
+import re
+
+from tasks.guidance import CONDITIONS, DIGEST_RE, guidance_digest, guidance_text, guided_versions
 
 TEXTS = {"L1": "# L1\n\nalgorithm\n", "L2": "# L2\n\ndataflow\n", "L3": "# L3\n\ntechnique\n"}
 
@@ -11,7 +13,8 @@ def test_unguided_has_no_digest_and_each_guided_condition_its_own() -> None:
     assert guidance_digest(TEXTS, "none") == ""
     digests = {c: guidance_digest(TEXTS, c) for c in CONDITIONS if CONDITIONS[c]}
     assert len(set(digests.values())) == 3
-    assert all(DIGEST_PATTERN.fullmatch(d) for d in digests.values())
+    assert all(re.fullmatch(DIGEST_RE, d) for d in digests.values())
+    assert [(c, d) for c, d, _ in guided_versions(TEXTS)] == list(digests.items())
 
 
 def test_a_change_to_a_level_changes_only_the_conditions_that_give_it() -> None:
