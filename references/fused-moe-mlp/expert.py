@@ -15,7 +15,10 @@
    scattered to its slot f = t*k + j.
 4. Combine: out[t] = sum_j slot_out[t*k + j] in fp32, one pass.
 Padding rows are masked on load and store; row tiles past the padded total exit at once.
-Tile sizes come from a launch table keyed on the average rows per expert.
+The row tile comes from the average rows per expert; the rest of each GEMM's launch is picked by
+timing on a shape's first call (Triton's autotuner), among candidates that include, for GEMM2
+with a narrow intermediate (a sharded model's skinny experts), a row tile loaded once and kept
+in registers while the program walks several column tiles of the down projection.
 """
 
 from __future__ import annotations
@@ -177,33 +180,49 @@ def _down_kernel(
     n, stride_a, stride_y,
     INTER: tl.constexpr, H: tl.constexpr, EM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    N_PER_PROG: tl.constexpr,
 ):
+    """A program owns BLOCK_M sorted rows and N_PER_PROG adjacent column tiles of H.
+
+    When one K step covers the whole intermediate (BLOCK_K >= INTER, the skinny experts of a
+    sharded model), the row tile is loaded once and stays in registers while the program walks
+    its column tiles, so the weight tiles stream through the pipeline behind it; otherwise each
+    column tile runs the usual K loop.
+    """
     NUM_M: tl.constexpr = (EM + BLOCK_M - 1) // BLOCK_M
-    NUM_N: tl.constexpr = (H + BLOCK_N - 1) // BLOCK_N
-    pid_m, pid_n = _tile_ids(NUM_M, NUM_N, GROUP_M)
+    NUM_N: tl.constexpr = ((H + BLOCK_N - 1) // BLOCK_N + N_PER_PROG - 1) // N_PER_PROG
+    pid_m, pid_g = _tile_ids(NUM_M, NUM_N, GROUP_M)
     if pid_m * BLOCK_M >= tl.load(ntpp_ptr):
         return
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slot = tl.load(sorted_ptr + offs_m, mask=offs_m < EM, other=n)
     live = slot < n
     expert = tl.load(eids_ptr + pid_m)
-    w_row = expert * H + pid_n * BLOCK_N  # the [E*H, I] view of w2
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_a + offs_k[None, :]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, INTER, BLOCK_K):
-        if INTER % BLOCK_K == 0:
-            a = tl.load(a_ptrs, mask=live[:, None], other=0.0)
-        else:
-            a = tl.load(a_ptrs, mask=live[:, None] & (offs_k[None, :] < INTER - k0), other=0.0)
-        b = w_desc.load([w_row, k0])
-        acc = tl.dot(a, b.T, acc)
-        a_ptrs += BLOCK_K
     weight = tl.load(tw_ptr + slot, mask=live, other=0.0)
-    acc = acc * weight[:, None]
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    y_ptrs = y_ptr + slot[:, None].to(tl.int64) * stride_y + offs_n[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & (offs_n[None, :] < H))
+    offs_k = tl.arange(0, BLOCK_K)
+    a_rows = a_ptr + offs_m[:, None].to(tl.int64) * stride_a + offs_k[None, :]
+    y_rows = y_ptr + slot[:, None].to(tl.int64) * stride_y
+    if BLOCK_K >= INTER:
+        a_whole = tl.load(a_rows, mask=live[:, None] & (offs_k[None, :] < INTER), other=0.0)
+    for j in range(N_PER_PROG):
+        n0 = (pid_g * N_PER_PROG + j) * BLOCK_N
+        w_row = expert * H + n0  # the [E*H, I] view of w2; rows past H only feed masked columns
+        if BLOCK_K >= INTER:
+            # Columns past I are outside the descriptor's view: they arrive as zeros.
+            acc = tl.dot(a_whole, w_desc.load([w_row, 0]).T)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            a_ptrs = a_rows
+            for k0 in range(0, INTER, BLOCK_K):
+                if INTER % BLOCK_K == 0:
+                    a = tl.load(a_ptrs, mask=live[:, None], other=0.0)
+                else:
+                    a = tl.load(a_ptrs, mask=live[:, None] & (offs_k[None, :] < INTER - k0), other=0.0)
+                acc = tl.dot(a, w_desc.load([w_row, k0]).T, acc)
+                a_ptrs += BLOCK_K
+        acc = acc * weight[:, None]
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        tl.store(y_rows + offs_n[None, :], acc.to(y_ptr.dtype.element_ty), mask=live[:, None] & (offs_n[None, :] < H))
 
 
 @triton.jit
@@ -217,33 +236,88 @@ def _sum_slots_kernel(y_ptr, out_ptr, H, TOPK: tl.constexpr, K_PAD: tl.constexpr
 
 
 # ----------------------------------------------------------------------------- launch table
-def _configs(rows_per_expert: float, H: int, inter_dim: int) -> tuple[dict, dict]:
-    """(GEMM1 config, GEMM2 config). BLOCK_M is also the padding of the expert sort.
+def _block_m(rows_per_expert: float) -> int:
+    """The GEMMs' row tile, which is also the padding of the expert sort.
 
-    Prefill with hundreds of rows per expert: 128-row tiles, both GEMMs compute-bound.
-    Tens of rows per expert (DeepSeek shard): 64-row tiles. Decode (a few rows per expert):
-    16-row tiles, narrow N tiles so every SM streams its own slice of the weights.
+    Prefill with hundreds of rows per expert: 128-row tiles, both GEMMs compute-bound. Tens of
+    rows per expert (a sharded model's skinny experts): 64-row tiles. Decode (a few rows per
+    expert): 16-row tiles, the smallest MMA, so padding costs little while the weights stream.
     """
-    if rows_per_expert >= 256:
-        g1 = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
-        g2 = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
-    elif rows_per_expert >= 32:
-        g1 = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=4, num_warps=4, num_stages=4)
-        g2 = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=4, num_warps=4, num_stages=4)
-    else:
-        g1 = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)
-        g2 = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)
-    small = min(H, inter_dim) < 128  # interpreter-sized smoke shapes
-    if small:
-        g1 = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=2)
-        g2 = dict(g1)
-    return g1, g2
+    return 128 if rows_per_expert >= 256 else 64 if rows_per_expert >= 32 else 16
+
+
+def _cfg(bm: int, bn: int, bk: int, group: int, warps: int, stages: int, per_prog: int | None = None,
+         hook=None) -> triton.Config:
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group}
+    if per_prog is not None:
+        meta["N_PER_PROG"] = per_prog
+    return triton.Config(meta, num_warps=warps, num_stages=stages, pre_hook=hook)
+
+
+def _w_box(nargs: dict) -> None:
+    """Autotune pre-hook: the weight descriptor's box follows the configuration's tile."""
+    nargs["w_desc"].block_shape = [nargs["BLOCK_N"], nargs["BLOCK_K"]]
+
+
+#: Candidates per row tile, all with the row tile the sort padded to, timed on a shape's first
+#: call. GEMM1's BLOCK_N counts gate columns (the up tile of the same columns rides along), so
+#: its weight box is BLOCK_N x BLOCK_K twice a stage. GEMM2's BLOCK_K = 0 means "the whole
+#: intermediate in one step" (the row tile loaded once, the program walking N_PER_PROG column
+#: tiles); it is resolved per shape, and dropped where the intermediate is wider than a TMA box.
+_GATE_UP_CONFIGS = {
+    128: [(128, 128, 64, 8, 8, 4), (128, 128, 64, 8, 8, 3), (128, 64, 64, 8, 4, 4), (128, 64, 128, 8, 8, 3)],
+    64: [(64, 64, 128, 4, 4, 4), (64, 128, 64, 4, 8, 4), (64, 64, 64, 4, 4, 6), (64, 128, 64, 8, 8, 3),
+         (64, 64, 128, 8, 8, 3)],
+    16: [(16, 64, 128, 1, 4, 4), (16, 32, 128, 1, 4, 4), (16, 64, 256, 1, 4, 3), (16, 128, 128, 1, 4, 3)],
+}
+_DOWN_CONFIGS = {
+    128: [(128, 256, 64, 8, 8, 3, 1), (128, 128, 64, 8, 8, 4, 1), (128, 128, 64, 8, 4, 4, 1)],
+    64: [(64, 128, 64, 4, 4, 4, 1), (64, 256, 64, 4, 8, 3, 1), (64, 128, 0, 4, 4, 2, 8), (64, 64, 0, 4, 4, 4, 8),
+         (64, 128, 0, 4, 8, 2, 4), (64, 64, 0, 4, 4, 4, 16)],
+    16: [(16, 64, 128, 1, 4, 4, 1), (16, 128, 128, 1, 4, 4, 1), (16, 64, 256, 1, 4, 3, 1), (16, 128, 256, 1, 4, 2, 1)],
+}
+
+
+def _whole_k(configs: list, named_args: dict, **kwargs) -> list:
+    """Early prune for GEMM2: resolve BLOCK_K = 0 to the intermediate's power-of-two width, or
+    drop the configuration where that exceeds a TMA box (256 elements)."""
+    width = triton.next_power_of_2(named_args.get("INTER", kwargs.get("INTER")))
+    kept = []
+    for c in configs:
+        if c.kwargs["BLOCK_K"] == 0:
+            if width > 256:
+                continue
+            c = triton.Config(dict(c.kwargs, BLOCK_K=max(16, width)), num_warps=c.num_warps,
+                              num_stages=c.num_stages, pre_hook=c.pre_hook)
+        kept.append(c)
+    return kept
+
+
+#: One autotuner per row tile (the key includes everything a launch's speed depends on).
+_GATE_UP_TUNED = {
+    bm: triton.autotune(configs=[_cfg(*c, hook=_w_box) for c in cs], key=["INTER", "H", "TOPK", "EM"])(_gate_up_kernel)
+    for bm, cs in _GATE_UP_CONFIGS.items()
+}
+_DOWN_TUNED = {
+    bm: triton.autotune(configs=[_cfg(*c, hook=_w_box) for c in cs], key=["INTER", "H", "EM"],
+                        prune_configs_by={"early_config_prune": _whole_k})(_down_kernel)
+    for bm, cs in _DOWN_CONFIGS.items()
+}
+
+#: The interpreter's launches: small tiles; GEMM2 either with the K loop or whole-intermediate
+#: (``down_whole_k``), so that CI runs both of its paths.
+_CPU_GATE_UP = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=4, num_stages=2)
 
 
 def fused_moe_mlp(
-    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor
+    x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+    down_whole_k: bool = False,
 ) -> torch.Tensor:
-    """x: [T, H]; w13: [E, 2I, H]; w2: [E, H, I]; topk_ids: [T, k] int32; topk_weights: [T, k] fp32."""
+    """x: [T, H]; w13: [E, 2I, H]; w2: [E, H, I]; topk_ids: [T, k] int32; topk_weights: [T, k] fp32.
+
+    ``down_whole_k`` picks GEMM2's whole-intermediate path in the interpreter (on the GPU the
+    autotuner picks among both paths and ignores it).
+    """
     T, H = x.shape
     E, two_i, _ = w13.shape
     inter_dim = two_i // 2
@@ -259,24 +333,34 @@ def fused_moe_mlp(
     out = torch.empty((T, H), dtype=x.dtype, device=x.device)
     if n == 0:
         return out.zero_()
-    g1, g2 = _configs(n / E, H, inter_dim)
-    bm = g1["BLOCK_M"]
+    on_cpu = x.device.type == "cpu"
+    bm = _CPU_GATE_UP["BLOCK_M"] if on_cpu else _block_m(n / E)
     sorted_ids, expert_ids, ntpp = _align(ids, bm, E)
     em = sorted_ids.numel()
     inter = torch.empty((em, inter_dim), dtype=x.dtype, device=x.device)
-    grid1 = (triton.cdiv(em, bm) * triton.cdiv(inter_dim, g1["BLOCK_N"]),)
-    w13_desc = TensorDescriptor.from_tensor(w13.view(E * two_i, H), [g1["BLOCK_N"], g1["BLOCK_K"]])
-    _gate_up_kernel[grid1](
-        x, w13_desc, inter, sorted_ids, expert_ids, ntpp, n, x.stride(0), inter.stride(0),
-        INTER=inter_dim, H=H, TOPK=k, EM=em, **g1,
-    )
     slot_out = torch.empty((n, H), dtype=x.dtype, device=x.device)
-    grid2 = (triton.cdiv(em, bm) * triton.cdiv(H, g2["BLOCK_N"]),)
-    w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, inter_dim), [g2["BLOCK_N"], g2["BLOCK_K"]])
-    _down_kernel[grid2](
-        inter, w2_desc, slot_out, sorted_ids, expert_ids, ntpp, tw, n, inter.stride(0), slot_out.stride(0),
-        INTER=inter_dim, H=H, EM=em, **g2,
-    )
+    # Placeholder boxes: the autotuner's pre-hook sets each configuration's own.
+    w13_desc = TensorDescriptor.from_tensor(w13.view(E * two_i, H), [16, 16])
+    w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, inter_dim), [16, 16])
+    args1 = (x, w13_desc, inter, sorted_ids, expert_ids, ntpp, n, x.stride(0), inter.stride(0))
+    args2 = (inter, w2_desc, slot_out, sorted_ids, expert_ids, ntpp, tw, n, inter.stride(0), slot_out.stride(0))
+    if on_cpu:
+        g1 = _CPU_GATE_UP
+        _w_box({"w_desc": w13_desc, **g1})
+        _gate_up_kernel[(triton.cdiv(em, bm) * triton.cdiv(inter_dim, g1["BLOCK_N"]),)](
+            *args1, INTER=inter_dim, H=H, TOPK=k, EM=em, **g1)
+        bk = max(16, triton.next_power_of_2(inter_dim)) if down_whole_k else 32
+        g2 = dict(BLOCK_M=bm, BLOCK_N=32, BLOCK_K=bk, GROUP_M=2, N_PER_PROG=2 if down_whole_k else 1,
+                  num_warps=4, num_stages=2)
+        _w_box({"w_desc": w2_desc, **g2})
+        groups = triton.cdiv(triton.cdiv(H, g2["BLOCK_N"]), g2["N_PER_PROG"])
+        _down_kernel[(triton.cdiv(em, bm) * groups,)](*args2, INTER=inter_dim, H=H, EM=em, **g2)
+    else:
+        grid1 = lambda meta: (triton.cdiv(em, bm) * triton.cdiv(inter_dim, meta["BLOCK_N"]),)  # noqa: E731
+        _GATE_UP_TUNED[bm][grid1](*args1, INTER=inter_dim, H=H, TOPK=k, EM=em)
+        grid2 = lambda meta: (  # noqa: E731
+            triton.cdiv(em, bm) * triton.cdiv(triton.cdiv(H, meta["BLOCK_N"]), meta["N_PER_PROG"]),)
+        _DOWN_TUNED[bm][grid2](*args2, INTER=inter_dim, H=H, EM=em)
     block_h = min(1024, triton.next_power_of_2(H))
     _sum_slots_kernel[(T, triton.cdiv(H, block_h))](
         slot_out, out, H, TOPK=k, K_PAD=triton.next_power_of_2(k), BLOCK_H=block_h, num_warps=4,
