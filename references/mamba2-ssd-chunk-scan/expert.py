@@ -103,19 +103,32 @@ def _ssd_cb_fwd_kernel(
 
 
 @triton.jit
+def _group_ids(pid, n_slots, INNER: tl.constexpr, HPG: tl.constexpr):
+    """Flat program id to (inner index, chunk slot, head): the inner index fastest, then the
+    heads of one group, then chunks, then groups. The programs that read the same tiles (a
+    chunk's B or C rows and C·Bᵀ blocks, shared by the group's heads; a head's state and x,
+    shared by its row blocks) are launched side by side, so all but the first read hit L2."""
+    inner = pid % INNER
+    r = pid // INNER
+    hg = r % HPG
+    r = r // HPG
+    slot = r % n_slots
+    return inner, slot, (r // n_slots) * HPG + hg
+
+
+@triton.jit
 def _ssd_chunk_state_kernel(
-    x_ptr, b_ptr, delta_ptr, cum_ptr, dst_ptr, cu_ptr, H, G, P, N,
+    x_ptr, b_ptr, delta_ptr, cum_ptr, dst_ptr, cu_ptr, H, G, P, N, n_slots,
     S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
+    NPB: tl.constexpr, HPG: tl.constexpr,
 ):
     """What one chunk adds to the state, as if it started from zero:
     sum_j exp(cum_end - cum_j) * delta_j * x_j^T B_j, a [P, N] fp32 block per (chunk, head)."""
-    slot = tl.program_id(0)
-    h = tl.program_id(1)
-    pb = tl.program_id(2)
+    pb, slot, h = _group_ids(tl.program_id(0), n_slots, NPB, HPG)
     t0, clen = _chunk_of(slot, cu_ptr, S, Q)
     if clen <= 0:
         return  # a surplus slot: no state pass reads it
-    g = h // (H // G)
+    g = h // HPG
     ps = pb * BP + tl.arange(0, BP)
     pm = ps < P
     ns = tl.arange(0, BN)
@@ -194,28 +207,27 @@ def _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0,
 @triton.jit
 def _ssd_chunk_out_kernel(
     x_ptr, z_ptr, c_ptr, d_ptr, delta_ptr, cum_ptr, cb_ptr, sin_ptr, out_ptr, cu_ptr,
-    H, G, P, N,
+    H, G, P, N, n_slots,
     S: tl.constexpr, Q: tl.constexpr, BT: tl.constexpr, BP: tl.constexpr, BN: tl.constexpr,
-    INTERPRET: tl.constexpr,
+    NPB: tl.constexpr, HPG: tl.constexpr, INTERPRET: tl.constexpr,
 ):
     """One 64-token row block of one chunk's output, from the state the chunk starts with: the
     intra-chunk masked product of C·Bᵀ ⊙ decay ⊙ Δ with x over the blocks up to the diagonal, plus
     C·state scaled by exp(cumsum), plus D·x, gated by silu(z).
 
-    The row block is the fastest grid axis, so the programs of one (chunk, head) run side by side
-    and share that chunk's start state, C·Bᵀ tiles and x through L2."""
+    Launch order (``_group_ids``): a head's row blocks side by side (they share its start state
+    and x), then the other heads of the group (they share the chunk's C rows and C·Bᵀ tiles)."""
     nt: tl.constexpr = Q // BT
-    i = nt - 1 - tl.program_id(0) % nt  # the longest rows (most blocks left of the diagonal) first
-    pb = tl.program_id(0) // nt
-    slot = tl.program_id(1)
-    h = tl.program_id(2)
+    inner, slot, h = _group_ids(tl.program_id(0), n_slots, nt * NPB, HPG)
+    i = nt - 1 - inner % nt  # the longest rows (most blocks left of the diagonal) first
+    pb = inner // nt
     t0, clen = _chunk_of(slot, cu_ptr, S, Q)
     ar = tl.arange(0, BT)
     ri = i * BT + ar
     mi = ri < clen
     if i * BT >= clen:
         return  # a surplus slot, or a row block past a short chunk's end
-    g = h // (H // G)
+    g = h // HPG
     ps = pb * BP + tl.arange(0, BP)
     pm = ps < P
     ns = tl.arange(0, BN)
@@ -254,7 +266,7 @@ def _ssd_chunk_out_kernel(
 _OUT_CONFIGS = [triton.Config({}, num_warps=4, num_stages=2), triton.Config({}, num_warps=8, num_stages=2),
                 triton.Config({}, num_warps=4, num_stages=3)]
 #: Every launch writes its output from its inputs alone, so the tuner's trials need no restoring.
-_ssd_chunk_out_tuned = triton.autotune(configs=_OUT_CONFIGS, key=["H", "G", "P", "N", "S", "Q"])(
+_ssd_chunk_out_tuned = triton.autotune(configs=_OUT_CONFIGS, key=["H", "G", "P", "N", "S", "Q", "n_slots"])(
     _ssd_chunk_out_kernel)
 
 
@@ -312,6 +324,7 @@ def mamba2_ssd_chunk_scan(
     out = torch.empty_like(x)
     final = torch.empty(S, H, P, N, dtype=torch.float32, device=dev)
     bp = max(16, triton.next_power_of_2(P))
+    npb = triton.cdiv(P, bp)
     # Each chunk's own part of the state (fp32), then the state each chunk starts from (x's dtype).
     own = torch.empty(n_slots, H, P, N, dtype=torch.float32, device=dev)
     start = torch.empty(n_slots, H, P, N, dtype=x.dtype, device=dev)
@@ -328,8 +341,9 @@ def mamba2_ssd_chunk_scan(
         )
 
     def chunk_state() -> None:
-        _ssd_chunk_state_kernel[(n_slots, H, triton.cdiv(P, bp))](
-            x, B_, delta, cum, own, cu_seqlens, H, G, P, N, S=S, Q=Q, BT=bt, BP=bp, BN=bn, num_warps=NUM_WARPS,
+        _ssd_chunk_state_kernel[(n_slots * H * npb,)](
+            x, B_, delta, cum, own, cu_seqlens, H, G, P, N, n_slots, S=S, Q=Q, BT=bt, BP=bp, BN=bn, NPB=npb,
+            HPG=H // G, num_warps=NUM_WARPS,
         )
 
     def state_pass() -> None:
@@ -342,12 +356,13 @@ def mamba2_ssd_chunk_scan(
         # one-program-per-chunk form (its four row blocks in a loop) had it at 1.09 of the 1.4 ms
         # of W1 on the H100, one 8-warp program an SM at 244 registers, each a serial chain of ten
         # tile products (docs/results/h100.md).
-        grid = (nt * triton.cdiv(P, bp), n_slots, H)
-        args = (x, z, C_, D, delta, cum, cb, start, out, cu_seqlens, H, G, P, N)
+        grid = (nt * npb * n_slots * H,)
+        args = (x, z, C_, D, delta, cum, cb, start, out, cu_seqlens, H, G, P, N, n_slots)
+        meta = dict(S=S, Q=Q, BT=bt, BP=bp, BN=bn, NPB=npb, HPG=H // G)
         if dev.type == "cuda":
-            _ssd_chunk_out_tuned[grid](*args, S=S, Q=Q, BT=bt, BP=bp, BN=bn, INTERPRET=False)
+            _ssd_chunk_out_tuned[grid](*args, **meta, INTERPRET=False)
         else:
-            _ssd_chunk_out_kernel[grid](*args, S=S, Q=Q, BT=bt, BP=bp, BN=bn, INTERPRET=True, num_warps=4)
+            _ssd_chunk_out_kernel[grid](*args, **meta, INTERPRET=True, num_warps=4)
 
     launches = {"dt": dt_cumsum, "cb": cb_tiles, "chunk-state": chunk_state, "state-pass": state_pass,
                 "chunk-out": chunk_out}
