@@ -66,7 +66,9 @@ def verdicts(result: RunResult, dtypes: dict[str, str], latency: frozenset[str] 
             sol = w.sol_fraction.get("candidate")
             target = COMPUTE_TARGET if bound == "compute" else MEMORY_TARGET
             if sol is not None and bound in ("compute", "memory") and sol < target:
-                misses.append(f"{sol:.0%} of SOL, target {target:.0%} ({bound}-bound)")
+                # One decimal where whole percents would round a miss up to its target.
+                shown = f"{sol:.0%}" if round(sol * 100) < round(target * 100) else f"{sol:.1%}"
+                misses.append(f"{shown} of SOL, target {target:.0%} ({bound}-bound)")
             out.append(WorkloadVerdict(t.slug, w.name, bound, tuple(misses)))
     return out
 

@@ -24,6 +24,12 @@ H200 that was 5-10% of SOL, with 512-2,048 programs each serial over 8-32 chunks
 state) and reads it twice, but only the small state walk is serial. The tensor-core work runs
 over every chunk at once, as in the reference SSD implementation's chunk-state / state-passing /
 chunk-scan split.
+
+Steps 3 and 5 take flat grids in which the programs that read the same tiles are numbered side
+by side (``_group_ids``): a head's row blocks, then the other heads of its group (which share
+the chunk's B and C rows and C·Bᵀ tiles), then chunks. With the head as the slowest grid axis,
+as until session 21, those readers were a whole pass over the chunks apart and read the tiles
+from DRAM again; the flat order took W3 from 3.36 to 3.00 ms on an H100 in one run.
 """
 
 from __future__ import annotations

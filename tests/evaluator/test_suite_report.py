@@ -33,6 +33,9 @@ def test_a_slow_workload_is_listed_with_the_target_it_misses() -> None:
     assert "2/26 tasks" in text
     assert f"| {run.tasks[0].slug} | {w.name} | memory | not faster than eager" in text
     assert "10% of SOL, target 60% (memory-bound)" in text
+    w.sol_fraction["candidate"] = 0.596  # a whole percent would read "60% of SOL, target 60%"
+    text = suite_report.summary(run, _dtypes(), all_slugs=tuple(t.slug for t in load_tasks().tasks))
+    assert "59.6% of SOL, target 60% (memory-bound)" in text
 
 
 def test_a_latency_bound_task_is_held_to_its_speedups_only() -> None:
