@@ -192,22 +192,44 @@ def _ssd_state_pass_kernel(
 
 
 @triton.jit
-def _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps, pm, ar,
+def _ssd_out_diag(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps, pm, ar,
                   Q: tl.constexpr, BT: tl.constexpr):
-    """acc += (C·Bᵀ ⊙ decay ⊙ Δ)[i-block, j-block] · x[j-block]: one 64 x 64 tile of the masked
-    intra-chunk product, on tensor cores."""
+    """acc += (C·Bᵀ ⊙ decay ⊙ Δ)[i-block, j-block] · x[j-block] for the diagonal block (j = i):
+    the causal mask and each element's own decay exponential, on tensor cores."""
     rj = j * BT + ar
     mj = rj < clen
     tok_j = (t0 + rj).to(tl.int64)
     cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
     dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
     cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
-    live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])  # causal on the diagonal block only
+    live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])
     # Mask before exponentiating: a positive exponent above the diagonal never overflows.
     decay = tl.exp2(tl.where(live, cum_i[:, None] - cum_j[None, :], float("-inf")) * LOG2E)
     m = cb * decay * dl_j[None, :]
     xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
     return tl.dot(m.to(x_ptr.dtype.element_ty), xj, acc)
+
+
+@triton.jit
+def _ssd_out_below(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, c0, t0, clen, h, H, P, ps, pm, ar,
+                   Q: tl.constexpr, BT: tl.constexpr):
+    """acc += (C·Bᵀ ⊙ exp(c0 - cum_j) ⊙ Δ_j)[i-block, j-block] · x[j-block] for a key block j
+    wholly before the row block, whose first token's cumulative decay is c0.
+
+    Below the diagonal no mask is needed, and the decay factors: exp(cum_i - cum_j) =
+    exp(cum_i - c0) · exp(c0 - cum_j), the row factor the same for every such block (the caller
+    applies it once to the sum) and the column factor one exponential per key. Both exponents are
+    <= 0 because the cumulative sum of Δ·A only falls, so neither factor overflows, and a factor
+    underflows only where the true decay is smaller still."""
+    rj = j * BT + ar
+    mj = rj < clen
+    tok_j = (t0 + rj).to(tl.int64)
+    cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
+    dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+    col = tl.exp2((c0 - cum_j) * LOG2E) * dl_j
+    cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
+    xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
+    return tl.dot((cb * col[None, :]).to(x_ptr.dtype.element_ty), xj, acc)
 
 
 @triton.jit
@@ -243,20 +265,28 @@ def _ssd_chunk_out_kernel(
     st_in = tl.load(sin_ptr + ((slot.to(tl.int64) * H + h) * P + ps[:, None]) * N + ns[None, :],
                     mask=pm[:, None] & nm[None, :], other=0.0)
     ci = tl.load(c_ptr + (tok_i[:, None] * G + g) * N + ns[None, :], mask=mi[:, None] & nm[None, :], other=0.0)
-    acc = tl.exp2(cum_i * LOG2E)[:, None] * tl.dot(ci, tl.trans(st_in))
+    # Everything left of the diagonal block is summed relative to c0, the cumulative decay at the
+    # block's first token, and scaled by the row factor exp(cum_i - c0) once (_ssd_out_below):
+    # the inter-chunk term's exp(cum_i) is exp(c0) times that factor.
+    c0 = tl.load(cum_ptr + (t0 + i * BT).to(tl.int64) * H + h)
+    acc = tl.exp2(c0 * LOG2E) * tl.dot(ci, tl.trans(st_in))
     cb_base = cb_ptr + (slot.to(tl.int64) * G + g) * Q * Q
     if INTERPRET:
         # The interpreter cannot take a loop bound derived from program_id in range(); the
         # compiled kernel takes the pipelined loop.
         j = 0
-        while j <= i:
-            acc = _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps,
-                                pm, ar, Q, BT)
+        while j < i:
+            acc = _ssd_out_below(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, c0, t0, clen, h, H, P, ps, pm, ar,
+                                 Q, BT)
             j += 1
     else:
-        for j in range(0, i + 1):
-            acc = _ssd_out_pair(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0, clen, h, H, P, ps,
-                                pm, ar, Q, BT)
+        for j in range(0, i):
+            acc = _ssd_out_below(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, c0, t0, clen, h, H, P, ps, pm, ar,
+                                 Q, BT)
+    acc = acc * tl.where(mi, tl.exp2((cum_i - c0) * LOG2E), 0.0)[:, None]
+    # The diagonal block: the causal mask and the decay elementwise.
+    acc = _ssd_out_diag(acc, cb_base, x_ptr, delta_ptr, cum_ptr, i, ri, mi, cum_i, t0, clen, h, H, P, ps, pm, ar,
+                        Q, BT)
     d_h = tl.load(d_ptr + h)
     io = (tok_i[:, None] * H + h) * P + ps[None, :]
     iom = mi[:, None] & pm[None, :]
@@ -270,7 +300,9 @@ def _ssd_chunk_out_kernel(
 #: 64 x 64 fp32 accumulator and 64 x 64 score-side tiles, so 4 warps keep twice the registers a
 #: thread that 8 warps do, and fewer of them fit an SM.
 _OUT_CONFIGS = [triton.Config({}, num_warps=4, num_stages=2), triton.Config({}, num_warps=8, num_stages=2),
-                triton.Config({}, num_warps=4, num_stages=3)]
+                triton.Config({}, num_warps=4, num_stages=3),
+                triton.Config({}, num_warps=4, num_stages=2, maxnreg=168),
+                triton.Config({}, num_warps=4, num_stages=2, maxnreg=128)]
 #: Every launch writes its output from its inputs alone, so the tuner's trials need no restoring.
 _ssd_chunk_out_tuned = triton.autotune(configs=_OUT_CONFIGS, key=["H", "G", "P", "N", "S", "Q", "n_slots"])(
     _ssd_chunk_out_kernel)
