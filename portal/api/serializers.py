@@ -130,6 +130,10 @@ class SubmissionCreateSerializer(serializers.Serializer):
     guidance = serializers.ChoiceField(choices=Guidance.choices, default=Guidance.NONE, help_text="single kernel only")
     budget = serializers.IntegerField(min_value=1, max_value=100_000, default=DEFAULT_BUDGET,
                                       help_text="single kernel only: the agent's turn budget")
+    guidance_sha256 = serializers.CharField(
+        required=False, max_length=64, default="",
+        help_text="single kernel only, guided runs: the SHA-256 of the guidance text the agent read "
+                  "(the task's guidance_versions)")
 
     def validate(self, attrs: dict) -> dict:
         upload = attrs["bundle"]
@@ -138,7 +142,7 @@ class SubmissionCreateSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {name: [f"a single kernel file ({upload.name}) needs this field"] for name in missing})
         else:
-            given = [name for name in (*SINGLE_KERNEL_REQUIRED, "model_version", "harness_version")
+            given = [name for name in (*SINGLE_KERNEL_REQUIRED, "model_version", "harness_version", "guidance_sha256")
                      if attrs.get(name)]
             if given:  # a bundle's manifest says these; two sources would disagree silently
                 raise serializers.ValidationError(
@@ -154,7 +158,8 @@ class SubmissionCreateSerializer(serializers.Serializer):
             return blob
         return single_kernel_bundle(blob, slug=data["task"], model=data["model"], provider=data["provider"],
                                     harness=data["harness"], guidance=data["guidance"], budget=data["budget"],
-                                    model_version=data["model_version"], harness_version=data["harness_version"])
+                                    model_version=data["model_version"], harness_version=data["harness_version"],
+                                    guidance_sha256=data["guidance_sha256"])
 
 
 class WorkloadResultSerializer(serializers.ModelSerializer):

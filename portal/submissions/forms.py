@@ -20,6 +20,10 @@ class SubmitForm(forms.Form):
     harness = forms.CharField(required=False, max_length=120, initial="manual", help_text="single kernel only")
     guidance = forms.ChoiceField(choices=Guidance.choices, initial=Guidance.NONE, help_text="single kernel only")
     budget = forms.IntegerField(min_value=1, max_value=100_000, initial=DEFAULT_BUDGET, help_text="single kernel only")
+    guidance_sha256 = forms.CharField(
+        required=False, max_length=64, label="Guidance version (SHA-256)",
+        help_text="single kernel, guided runs: the digest of the guidance text the agent read, as the task "
+                  "page's Versions table lists it")
 
     def __init__(self, *args, teams=None, **kwargs):  # noqa: ANN001, ANN002, ANN003
         super().__init__(*args, **kwargs)

@@ -190,14 +190,21 @@ def single_kernel_missing(fields: dict) -> list[str]:
 
 def single_kernel_bundle(kernel: bytes, *, slug: str, model: str, provider: str, harness: str, guidance: str,
                          budget: int, model_version: str = "", harness_version: str = "",
-                         transcript: bytes | None = None, turns_used: int | None = None) -> bytes:
-    """A one-task bundle built from a kernel file and form fields, so both uploads share one path."""
+                         transcript: bytes | None = None, turns_used: int | None = None,
+                         guidance_sha256: str = "") -> bytes:
+    """A one-task bundle built from a kernel file and form fields, so both uploads share one path.
+
+    ``guidance_sha256`` (the digest of the guidance text the agent read) goes into the task's
+    manifest entry as given, so the manifest's own rules judge it (its pattern, and rule
+    ``guidance-digest``: none on an unguided run, agreement with a transcript's header)."""
     # ensure_ascii=False: JSON writes "🤖" as a surrogate pair ("\\ud83e\\udd16"), which TOML refuses.
     lines = [f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in (
         ("model", model), ("provider", provider), ("model_version", model_version), ("harness", harness),
         ("harness_version", harness_version), ("guidance", guidance)) if value != ""]
     lines.append(f"budget = {int(budget)}")
     entry = f"{{ slug = {json.dumps(slug)}" + (f", turns_used = {int(turns_used)}" if turns_used is not None else "")
+    if guidance_sha256:
+        entry += f", guidance_sha256 = {json.dumps(guidance_sha256, ensure_ascii=False)}"
     lines.append(f"tasks = [{entry} }}]")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:

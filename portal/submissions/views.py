@@ -40,7 +40,8 @@ def submit(request: HttpRequest) -> HttpResponse:
         blob = upload.read()
         if form.is_single_kernel:
             blob = single_kernel_bundle(blob, slug=data["task"], model=data["model"], provider=data["provider"],
-                                        harness=data["harness"], guidance=data["guidance"], budget=data["budget"])
+                                        harness=data["harness"], guidance=data["guidance"], budget=data["budget"],
+                                        guidance_sha256=data["guidance_sha256"])
         try:
             sub, _ = actions.check_create_submission(team=data["team"], user=request.user, blob=blob,
                                                      filename=upload.name, hardware=data["hardware"])

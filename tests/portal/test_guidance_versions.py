@@ -121,3 +121,47 @@ def test_a_digest_that_cannot_be_right_is_refused_with_a_reason(catalogue, media
                                 filename="x.zip")
     assert any(message in p.message for p in info.value.problems), info.value.problems
     assert not team.submissions.exists()
+
+
+def test_a_single_kernel_file_states_its_guidance_version_by_api_and_by_the_form(catalogue, media) -> None:
+    """The single-kernel upload (API and web form) carries the digest into its bundle's manifest,
+    where the manifest's rules judge it as they judge a bundle's."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    team, user = make_team("Alpha")
+    current = Task.objects.get(slug=SLUG).guidance_sha256("L1")
+    fields = {"task": SLUG, "model": "m", "provider": "p", "harness": "h", "guidance": "L1"}
+
+    def kernel() -> SimpleUploadedFile:
+        return SimpleUploadedFile("kernel.py", expert_source(SLUG).encode())
+
+    api = APIClient(HTTP_HOST="localhost")
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(team, name='ci', actor=user).secret}")
+    made = api.post("/api/v1/submissions/", {"bundle": kernel(), **fields, "guidance_sha256": current},
+                    format="multipart")
+    assert made.status_code == 201, made.json()
+    assert made.json()["tasks"][0]["guidance_sha256"] == current
+    assert made.json()["tasks"][0]["guidance_version"] == "current"
+
+    bad = api.post("/api/v1/submissions/", {"bundle": kernel(), **fields, "guidance_sha256": "not-a-digest"},
+                   format="multipart")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_bundle", bad.json()
+    assert any("guidance_sha256" in d["message"] for d in bad.json()["error"]["details"])
+    unguided = api.post("/api/v1/submissions/", {"bundle": kernel(), **fields, "guidance": "none",
+                                                 "guidance_sha256": current}, format="multipart")
+    assert unguided.status_code == 400
+    assert {d["rule"] for d in unguided.json()["error"]["details"]} == {"guidance-digest"}
+    beside = api.post("/api/v1/submissions/", {"bundle": SimpleUploadedFile("b.zip", _bundle("L1")),
+                                               "guidance_sha256": current}, format="multipart")
+    assert beside.status_code == 400 and set(beside.json()["error"]["details"]) == {"guidance_sha256"}
+    assert team.submissions.count() == 1
+
+    web = Client(HTTP_HOST="localhost")
+    web.force_login(user)
+    assert "Guidance version (SHA-256)" in web.get("/submit/").content.decode()
+    posted = web.post("/submit/", {"team": team.pk, "upload": kernel(), "hardware": "h200", **fields, "budget": 10,
+                                   "guidance_sha256": current})
+    assert posted.status_code == 302, posted.content.decode()[-2000:]
+    latest = team.submissions.order_by("-pk").first()
+    assert latest.tasks.get().guidance_sha256 == current and team.submissions.count() == 2
+    assert f"{current[:12]}, current" in _page(user, f"/submissions/{latest.pk}/")
