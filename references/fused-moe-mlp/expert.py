@@ -18,7 +18,9 @@ Padding rows are masked on load and store; row tiles past the padded total exit 
 The row tile comes from the average rows per expert; the rest of each GEMM's launch is picked by
 timing on a shape's first call (Triton's autotuner), among candidates that include, for GEMM2
 with a narrow intermediate (a sharded model's skinny experts), a row tile loaded once and kept
-in registers while the program walks several column tiles of the down projection.
+on chip while the program walks several column tiles of the down projection. On an H100 the
+tuner takes that path at DeepSeek's TP8 shard (W4), 1.08x faster in one run than session 20's
+fixed table (docs/results/h100.md, session 21).
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def _down_kernel(
     """A program owns BLOCK_M sorted rows and N_PER_PROG adjacent column tiles of H.
 
     When one K step covers the whole intermediate (BLOCK_K >= INTER, the skinny experts of a
-    sharded model), the row tile is loaded once and stays in registers while the program walks
+    sharded model), the row tile is loaded once and stays on chip while the program walks
     its column tiles, so the weight tiles stream through the pipeline behind it; otherwise each
     column tile runs the usual K loop.
     """
