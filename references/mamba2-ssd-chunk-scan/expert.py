@@ -67,6 +67,18 @@ def _tri_tile(t):
 
 
 @triton.jit
+def _key_block(cum_ptr, delta_ptr, j, t0, clen, h, H, ar, BT: tl.constexpr):
+    """Key block j of a chunk: (chunk rows, live mask, token ids, cumulative decay, Δ), zero past
+    the chunk's end, so a dead key has neither input nor decay."""
+    rj = j * BT + ar
+    mj = rj < clen
+    tok_j = (t0 + rj).to(tl.int64)
+    cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
+    dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+    return rj, mj, tok_j, cum_j, dl_j
+
+
+@triton.jit
 def _ssd_dt_fwd_kernel(
     dt_ptr, bias_ptr, a_ptr, delta_ptr, cum_ptr, cu_ptr, H,
     S: tl.constexpr, Q: tl.constexpr, BH: tl.constexpr,
@@ -144,11 +156,7 @@ def _ssd_chunk_state_kernel(
     cum_end = tl.load(cum_ptr + (t0 + clen - 1).to(tl.int64) * H + h)
     acc = tl.zeros((BP, BN), dtype=tl.float32)
     for j in range(Q // BT):
-        rj = j * BT + ar
-        mj = rj < clen
-        tok_j = (t0 + rj).to(tl.int64)
-        cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
-        dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+        rj, mj, tok_j, cum_j, dl_j = _key_block(cum_ptr, delta_ptr, j, t0, clen, h, H, ar, BT)
         w = tl.exp2((cum_end - cum_j) * LOG2E) * dl_j
         xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
         bj = tl.load(b_ptr + (tok_j[:, None] * G + g) * N + ns[None, :], mask=mj[:, None] & nm[None, :], other=0.0)
@@ -196,11 +204,7 @@ def _ssd_out_diag(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, mi, cum_i, t0,
                   Q: tl.constexpr, BT: tl.constexpr):
     """acc += (C·Bᵀ ⊙ decay ⊙ Δ)[i-block, j-block] · x[j-block] for the diagonal block (j = i):
     the causal mask and each element's own decay exponential, on tensor cores."""
-    rj = j * BT + ar
-    mj = rj < clen
-    tok_j = (t0 + rj).to(tl.int64)
-    cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
-    dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+    rj, mj, tok_j, cum_j, dl_j = _key_block(cum_ptr, delta_ptr, j, t0, clen, h, H, ar, BT)
     cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
     live = mi[:, None] & mj[None, :] & (ri[:, None] >= rj[None, :])
     # Mask before exponentiating: a positive exponent above the diagonal never overflows.
@@ -221,11 +225,7 @@ def _ssd_out_below(acc, cb_base, x_ptr, delta_ptr, cum_ptr, j, ri, c0, t0, clen,
     applies it once to the sum) and the column factor one exponential per key. Both exponents are
     <= 0 because the cumulative sum of Δ·A only falls, so neither factor overflows, and a factor
     underflows only where the true decay is smaller still."""
-    rj = j * BT + ar
-    mj = rj < clen
-    tok_j = (t0 + rj).to(tl.int64)
-    cum_j = tl.load(cum_ptr + tok_j * H + h, mask=mj, other=0.0)
-    dl_j = tl.load(delta_ptr + tok_j * H + h, mask=mj, other=0.0)
+    rj, mj, tok_j, cum_j, dl_j = _key_block(cum_ptr, delta_ptr, j, t0, clen, h, H, ar, BT)
     col = tl.exp2((c0 - cum_j) * LOG2E) * dl_j
     cb = tl.load(cb_base + ri[:, None] * Q + rj[None, :]).to(tl.float32)
     xj = tl.load(x_ptr + (tok_j[:, None] * H + h) * P + ps[None, :], mask=mj[:, None] & pm[None, :], other=0.0)
