@@ -13,7 +13,6 @@ from rest_framework.views import APIView
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
 from leaderboard import board_queries
 from leaderboard.board_views import GUIDANCE, board_data, filters_from, page_pairs
-from leaderboard.guidance_versions import states_of_runs
 
 FILTERS = [
     OpenApiParameter("hardware", str, description="hardware profile, e.g. h200"),
@@ -29,6 +28,10 @@ FILTERS = [
 ]
 
 
+GUIDANCE_VERSION = OpenApiParameter(
+    "guidance_version", str, enum=["current"],
+    description="'current': compare each pair over the tasks whose guided run read the current guidance version "
+                "only, leaving out pairs with none")
 
 
 MAX_PAGE = 1000
@@ -89,7 +92,8 @@ class PairPageParams(serializers.Serializer):
 class PairsView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(parameters=[FILTERS[0], FILTERS[3], PairPageParams], responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(parameters=[FILTERS[0], FILTERS[3], GUIDANCE_VERSION, PairPageParams],
+                   responses={200: OpenApiTypes.OBJECT},
                    summary="The guided/unguided pairs of a hardware profile with their paired comparisons, "
                            "a page of groups at a time")
     def get(self, request: Request) -> Response:
@@ -98,15 +102,15 @@ class PairsView(APIView):
         paging = PairPageParams(data=request.query_params)
         paging.is_valid(raise_exception=True)
         limit, offset = paging.validated_data["limit"], paging.validated_data["offset"]
-        groups, out = board_queries.cached("pairs-api", (f.hardware, f.model, limit, offset),
+        groups, out = board_queries.cached("pairs-api", (f.hardware, f.model, f.current_guidance, limit, offset),
                                            lambda: _pairs_rows(f, limit, offset))
-        return Response({"hardware": f.hardware, "groups": groups, "offset": offset, "limit": limit, "pairs": out})
+        return Response({"hardware": f.hardware, "groups": groups, "offset": offset, "limit": limit,
+                         "guidance_version": "current" if f.current_guidance else "any", "pairs": out})
 
 
 def _pairs_rows(f: board_queries.Filters, limit: int, offset: int) -> tuple[int, list[dict[str, object]]]:
     out = []
-    _, found, groups = page_pairs(f, offset=offset, limit=limit)
-    given = states_of_runs(int(p.guided.key) for p in found)
+    _, found, groups, given = page_pairs(f, offset=offset, limit=limit)
     for p in found:
         c = p.comparison
         states = given.get(int(p.guided.key), {})

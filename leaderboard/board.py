@@ -97,6 +97,18 @@ def pairs(entries: Iterable[Entry], n_boot: int = 10_000) -> list[Pair]:
     return sorted(out, key=lambda p: (p.guided.model, ABLATION_CONDITIONS.index(p.guided.condition)))
 
 
+def restrict(pair: Pair, suite: Sequence[str], n_boot: int = 10_000) -> Pair | None:
+    """``pair`` compared over ``suite`` only (a subset of its own tasks, order kept), or None when
+    no task is left: the score ratio, interval and tests are computed again over those tasks."""
+    kept = tuple(slug for slug in pair.suite if slug in set(suite))
+    if kept == pair.suite:
+        return pair
+    if not kept:
+        return None
+    unguided, guided = ({slug: e.tasks[slug] for slug in kept} for e in (pair.unguided, pair.guided))
+    return Pair(pair.unguided, pair.guided, paired_comparison(unguided, guided, kept, n_boot=n_boot), kept)
+
+
 def ablations(entries: Iterable[Entry], suite: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
     """Per (team, model, harness, budget, hardware, task set): Performance Score per condition, in order.
 

@@ -50,6 +50,7 @@ class Filters:
     sort: str = "score"
     mode: str = "kernel"  # design-only submissions have judge scores, not timings: their own board
     task: str = ""  # a task slug: the board of that task's results (scope and sort do not apply)
+    current_guidance: bool = False  # pairs only: compare over the tasks whose guided run read the current text
 
 
 @dataclass(frozen=True)

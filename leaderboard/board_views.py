@@ -19,7 +19,7 @@ from django.shortcuts import render
 from evaluator.score_result import score_run
 from evaluator.scoring import FAILURE_PENALTY_SPEEDUP
 from leaderboard import board, board_queries, charts
-from leaderboard.guidance_versions import states_of_runs
+from leaderboard.guidance_versions import GuidanceState, states_of_runs
 from portal.scores.models import ALL, SubmissionScore
 
 GUIDANCE = ("none", "L1", "L1+L2", "L1+L2+L3")
@@ -54,6 +54,7 @@ def filters_from(request: HttpRequest) -> board_queries.Filters:
     task = request.GET.get("task", "")
     sort = request.GET.get("sort", "")
     return board_queries.Filters(hardware=hardware, scope=scope,
+                                 current_guidance=request.GET.get("guidance_version") == "current",
                                  guidance=guidance if guidance in GUIDANCE else "",
                                  model=request.GET.get("model", "")[:100],
                                  sort=sort if sort in board_queries.SORTS else board_queries.DEFAULT_SORT[mode],
@@ -192,7 +193,7 @@ def pairs(request: HttpRequest) -> HttpResponse:
         number = 1
     per_page = board_queries.PAIR_GROUPS_PER_PAGE
     offset = (number - 1) * per_page
-    views = board_queries.cached("pairs", (f.hardware, f.model, offset, per_page),
+    views = board_queries.cached("pairs", (f.hardware, f.model, f.current_guidance, offset, per_page),
                                  lambda: _pairs_views(f, offset, per_page))
     pages = max(1, math.ceil(views["groups"] / per_page))
     context = {"f": f, "profiles": board_queries.hardware_profiles() or [f.hardware], "penalty": FAILURE_PENALTY_SPEEDUP,
@@ -200,20 +201,33 @@ def pairs(request: HttpRequest) -> HttpResponse:
     return render(request, "leaderboard/pairs.html", context)
 
 
+PAIR_BOOTSTRAP = 5000  # resamples per pair's interval: one page of pairs in about a second
+
+
 def page_pairs(f: board_queries.Filters, offset: int = 0, limit: int = board_queries.PAIR_GROUPS_PER_PAGE
-               ) -> tuple[list[board.Entry], list[board.Pair], int]:
+               ) -> tuple[list[board.Entry], list[board.Pair], int, dict[int, dict[str, GuidanceState]]]:
     """One page of the profile's pairs, newest groups first, with their paired comparisons; their
-    entries; and how many groups can pair in all."""
+    entries; how many groups can pair in all; and, per guided run and task, which guidance
+    version its agent read.
+
+    With ``f.current_guidance`` each pair is compared over the tasks whose guided run read the
+    current version only, and a pair with none of those is left out (so a page may hold fewer
+    pairs than its groups give)."""
     found = board_queries.pair_page(f.hardware, f.model, limit=limit, offset=offset)
     entries = board_queries.entries(f.hardware, submission_ids=found.submission_ids)
-    return entries, board.pairs(entries, n_boot=5000), found.groups
+    pairs = board.pairs(entries, n_boot=PAIR_BOOTSTRAP)
+    given = states_of_runs(int(p.guided.key) for p in pairs)
+    if f.current_guidance:
+        kept = (board.restrict(p, [slug for slug, state in given.get(int(p.guided.key), {}).items()
+                                   if state.status == "current"], n_boot=PAIR_BOOTSTRAP) for p in pairs)
+        pairs = [p for p in kept if p is not None]
+    return entries, pairs, found.groups, given
 
 
 def _pairs_views(f: board_queries.Filters, offset: int, limit: int) -> dict[str, Any]:
-    entries, found, groups = page_pairs(f, offset, limit)
+    entries, found, groups, given = page_pairs(f, offset, limit)
     labels = board_queries.task_labels(board_queries.suite(ALL))
     experts = {labels.get(k, k): v for k, v in board_queries.expert_speedups(f.hardware).items()}
-    given = states_of_runs(int(p.guided.key) for p in found)
     views = []
     for i, p in enumerate(found):
         tasks = []

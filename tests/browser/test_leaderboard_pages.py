@@ -62,6 +62,13 @@ def test_leaderboard_pairs_and_task_page_render_with_charts(live_server, task_tr
         expect(page.locator("section.pair")).to_have_count(6)
         _charts_drawn(page, 7)  # the ablation and one scatter per pair
         page.screenshot(path=str(shots / "pairs.png"), full_page=True)
+        # The seeded runs state no guidance version, so no pair keeps a task on the current one.
+        page.get_by_label("Only tasks where the guided agent read the current guidance").check()
+        page.get_by_role("button", name="Apply").click()
+        expect(page.locator("section.pair")).to_have_count(0)
+        expect(page.locator("p.guidance-filter")).to_be_visible()
+        expect(page.get_by_text("No pair on this page has a task whose guided run read the current guidance")).to_be_visible()
+        assert "guidance_version=current" in page.url
 
         page.goto(f"{live_server.url}/tasks/fused-add-rmsnorm/")
         expect(page.locator("#reference-h200 tbody tr")).to_have_count(3)

@@ -50,3 +50,17 @@ def test_latest_run_per_condition_and_ablation_order() -> None:
     assert label == "m (t)" and [c for c, _ in curve] == ["none", "L1", "L1+L2"]
     assert all(math.isclose(s, want) for (_, s), want in zip(curve, [1.5, 2.0, 3.0], strict=True))
     assert [p.guided.condition for p in board.pairs(runs, n_boot=200)] == ["L1", "L1+L2"]
+
+
+def test_a_pair_restricted_to_some_of_its_tasks_is_compared_over_those_only() -> None:
+    u = _entry("none", {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0})
+    g = _entry("L1", {"a": 2.0, "b": 4.0, "c": None, "d": 0.5}, date="2026-12-02")
+    (p,) = board.pairs([u, g], n_boot=300)
+    assert board.restrict(p, SUITE, n_boot=300) is p  # nothing left out: the same pair
+    assert board.restrict(p, [], n_boot=300) is None and board.restrict(p, ["z"], n_boot=300) is None
+    sub = board.restrict(p, ["d", "a", "z"], n_boot=300)  # the pair's own order; unknown tasks ignored
+    assert sub is not None and sub.suite == ("a", "d") and (sub.unguided, sub.guided) == (u, g)
+    pick = ("a", "d")
+    assert sub.comparison == paired_comparison({k: u.tasks[k] for k in pick}, {k: g.tasks[k] for k in pick}, pick,
+                                               n_boot=300)
+    assert set(sub.comparison.per_task_ratios) == {"a", "d"} and math.isclose(sub.comparison.score_ratio, 1.0)

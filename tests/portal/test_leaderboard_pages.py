@@ -256,3 +256,22 @@ def test_pairs_say_which_guidance_version_the_guided_run_read(board, client) -> 
     assert first["guided"] == guided.pk and set(first["guided_guidance"].values()) == {"current"}
     html = client.get("/leaderboard/pairs/?hardware=h200").content.decode()
     assert html.count('class="guidance-note"') == 5 and ", current</a>" in html
+
+    # Only the tasks whose guided run read the current version: that pair alone, over all its tasks.
+    full = first["score_ratio"]
+    only = client.get("/api/v1/pairs/?hardware=h200&guidance_version=current").json()
+    assert only["guidance_version"] == "current" and [p["guided"] for p in only["pairs"]] == [guided.pk]
+    assert math.isclose(only["pairs"][0]["score_ratio"], full)
+    # One task read a text this site never published: the pair is compared over the others.
+    stale = SubmissionTask.objects.filter(submission=guided).select_related("task").order_by("task__slug").first()
+    stale.guidance_sha256 = "ab" * 32
+    stale.save(update_fields=["guidance_sha256"])
+    cache.clear()
+    (pair,) = client.get("/api/v1/pairs/?hardware=h200&guidance_version=current").json()["pairs"]
+    ratios = pair["per_task_ratios"]
+    assert stale.task.slug not in ratios and len(ratios) == len(first["per_task_ratios"]) - 1
+    assert math.isclose(pair["score_ratio"], math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios)))
+    assert client.get("/api/v1/pairs/?hardware=h200").json()["guidance_version"] == "any"
+    html = client.get("/leaderboard/pairs/?hardware=h200&guidance_version=current").content.decode()
+    assert 'name="guidance_version" value="current" checked' in html and 'class="guidance-filter"' in html
+    assert html.count('class="pair"') == 1 and html.count('<td class="guidance-version">') == len(ratios)
