@@ -30,6 +30,11 @@ by side (``_group_ids``): a head's row blocks, then the other heads of its group
 the chunk's B and C rows and C·Bᵀ tiles), then chunks. With the head as the slowest grid axis,
 as until session 21, those readers were a whole pass over the chunks apart and read the tiles
 from DRAM again; the flat order took W3 from 3.36 to 3.00 ms on an H100 in one run.
+
+Step 5 treats the key blocks wholly left of a row block apart from the diagonal one: their decay
+factors into a row part and a key part (``_ssd_out_below``), so they take one exponential per key
+instead of one per element; 1.05-1.07x over the flat-grid version on an H100 in one run
+(docs/results/h100.md, session 21).
 """
 
 from __future__ import annotations
