@@ -18,9 +18,9 @@ from portal.submissions.models import (
 )
 from portal.submissions.selectors import progress_of, task_score
 from portal.submissions.validation import (
-    SINGLE_KERNEL_REQUIRED,
     is_single_kernel,
     single_kernel_bundle,
+    single_kernel_fields_beside_bundle,
     single_kernel_missing,
 )
 from portal.teams.models import ApiToken
@@ -142,9 +142,8 @@ class SubmissionCreateSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {name: [f"a single kernel file ({upload.name}) needs this field"] for name in missing})
         else:
-            given = [name for name in (*SINGLE_KERNEL_REQUIRED, "model_version", "harness_version", "guidance_sha256")
-                     if attrs.get(name)]
-            if given:  # a bundle's manifest says these; two sources would disagree silently
+            defaults = {name: field.default for name, field in self.fields.items()}
+            if given := single_kernel_fields_beside_bundle(attrs, defaults):  # a bundle's manifest says these; two sources would disagree silently
                 raise serializers.ValidationError(
                     {name: [f"only for a single kernel file; {upload.name} is a bundle, whose manifest says it"]
                      for name in given})

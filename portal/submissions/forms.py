@@ -6,7 +6,11 @@ from django import forms
 from django.conf import settings
 
 from portal.submissions.constants import DEFAULT_BUDGET, Guidance
-from portal.submissions.validation import is_single_kernel, single_kernel_missing
+from portal.submissions.validation import (
+    is_single_kernel,
+    single_kernel_fields_beside_bundle,
+    single_kernel_missing,
+)
 from portal.teams.models import Team
 
 
@@ -42,8 +46,16 @@ class SubmitForm(forms.Form):
         if upload is not None and upload.size > settings.D2K_UPLOAD_MAX_BYTES:
             raise forms.ValidationError(f"{upload.name}: is {upload.size:,} bytes; the limit is "
                                         f"{settings.D2K_UPLOAD_MAX_BYTES:,} (rule: upload-size)")
-        if upload is not None and self.is_single_kernel and (missing := single_kernel_missing(data)):
-            raise forms.ValidationError(f"a single kernel file needs these fields: {', '.join(missing)}")
+        if upload is None:
+            return data
+        if self.is_single_kernel:
+            if missing := single_kernel_missing(data):
+                raise forms.ValidationError(f"a single kernel file needs these fields: {', '.join(missing)}")
+            return data
+        defaults = {name: self.fields[name].initial for name in data if name in self.fields}
+        for name in single_kernel_fields_beside_bundle(data, defaults):
+            self.add_error(name, f"only for a single kernel file; {upload.name} is a bundle, whose manifest "
+                                 f"says it (clear this field, or change the manifest)")
         return data
 
 

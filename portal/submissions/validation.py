@@ -183,9 +183,25 @@ def is_single_kernel(filename: str) -> bool:
     return filename.endswith(".py")
 
 
+# Every field that only a single kernel file takes: beside a bundle, its manifest says these.
+SINGLE_KERNEL_ONLY = (*SINGLE_KERNEL_REQUIRED, "model_version", "harness_version", "guidance", "budget",
+                      "guidance_sha256")
+
+
 def single_kernel_missing(fields: dict) -> list[str]:
     """The required single-kernel fields that ``fields`` leaves empty, in a fixed order."""
     return [name for name in SINGLE_KERNEL_REQUIRED if not fields.get(name)]
+
+
+def single_kernel_fields_beside_bundle(fields: dict, defaults: dict) -> list[str]:
+    """The single-kernel fields given beside a bundle, in a fixed order.
+
+    A bundle's manifest states its task, model, harness, guidance and budget; a form or API field
+    saying otherwise would be dropped without a word, so both the web form and the API refuse it.
+    A field left at ``defaults`` (what the form pre-fills, or the API's default) is not "given":
+    a browser posts the pre-filled harness and budget with every bundle."""
+    return [name for name in SINGLE_KERNEL_ONLY
+            if fields.get(name) not in (None, "") and fields.get(name) != defaults.get(name)]
 
 
 def single_kernel_bundle(kernel: bytes, *, slug: str, model: str, provider: str, harness: str, guidance: str,

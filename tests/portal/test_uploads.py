@@ -266,3 +266,42 @@ def test_a_log_that_is_not_in_its_named_format_is_refused_with_the_file(owner, m
             check_create_submission(team=team, user=user, blob=blob, filename="b.zip")
         assert info.value.problems[0].file == "log.json"
     assert Submission.objects.count() == 0
+
+
+def test_single_kernel_fields_beside_a_bundle_are_refused_by_the_form_and_the_api(owner):
+    """A bundle's manifest states its task, model and guidance: a field saying otherwise beside it
+    would be dropped without a word, so the web form and the API both refuse it and store nothing.
+    The form's pre-filled harness, guidance and budget go with every bundle and are not refusals."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from portal.submissions.constants import DEFAULT_BUDGET
+    from portal.teams.services import token_create
+
+    team, user = owner
+    blob = expert_bundle()
+
+    def upload() -> SimpleUploadedFile:
+        return SimpleUploadedFile("bundle.zip", blob)
+
+    web = Client(HTTP_HOST="localhost")
+    web.force_login(user)
+    prefilled = {"team": team.pk, "hardware": "h200", "harness": "manual", "guidance": "none",
+                 "budget": DEFAULT_BUDGET}
+    refused = web.post("/submit/", {"upload": upload(), **prefilled, "model": "gpt-x", "guidance": "L1+L2"})
+    page = refused.content.decode()
+    assert refused.status_code == 400
+    assert page.count("is a bundle, whose manifest says it") == 2, page[-3000:]
+    assert not team.submissions.exists()
+    accepted = web.post("/submit/", {"upload": upload(), **prefilled})
+    assert accepted.status_code == 302, accepted.content.decode()[-2000:]
+    assert team.submissions.count() == 1
+
+    api = APIClient(HTTP_HOST="localhost")
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(team, name='ci', actor=user).secret}")
+    for extra, named in (({"task": "rmsnorm-backward"}, {"task"}), ({"guidance": "L1", "budget": 7}, {"guidance", "budget"}),
+                         ({"harness": "h"}, {"harness"})):
+        made = api.post("/api/v1/submissions/", {"bundle": upload(), **extra}, format="multipart")
+        assert made.status_code == 400 and set(made.json()["error"]["details"]) == named, made.json()
+    assert team.submissions.count() == 1
