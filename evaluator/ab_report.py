@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluator.result import RunResult
+from evaluator.suite_report import table_cell
 
 
 @dataclass(frozen=True)
@@ -65,4 +66,39 @@ def markdown(rows: list[ABRow], before: str = "candidate", after: str = "expert"
         speedup = "-" if r.speedup is None else f"{r.speedup:.2f}x"
         lines.append(f"| {r.task} | {r.workload} | {_us(r.before_us)} | {_us(r.after_us)} | {speedup} | "
                      f"{_pct(r.before_stderr)} | {_pct(r.after_stderr)} | {'yes' if r.correct else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ChoiceRow:
+    task: str
+    what: str  # "tuner [key]" or "choice <key>", as the workers name them
+    before: str  # "" where that side made no such choice
+    after: str
+
+
+def choice_rows(run: RunResult, before: str = "candidate", after: str = "expert") -> list[ChoiceRow]:
+    """What each side chose by timing, per task: every autotuner pick and ``TIMED_CHOICES`` entry
+    of either, side by side, so that an A/B table says which launch each version ran. Only the
+    candidate and the expert report their picks (the candidate's ``autotune``, the expert's
+    ``expert_autotune``); results from before the expert's were kept have none for it."""
+    sides = {"candidate": lambda t: t.autotune, "expert": lambda t: t.expert_autotune}
+    if before not in sides or after not in sides or before == after:
+        raise ValueError("the picks are reported for the candidate and the expert only")
+    rows = []
+    for task in run.tasks:
+        b, a = sides[before](task), sides[after](task)
+        rows += [ChoiceRow(task.slug, what, b.get(what, ""), a.get(what, "")) for what in sorted(b.keys() | a.keys())]
+    return rows
+
+
+def choices_markdown(rows: list[ChoiceRow], before: str = "candidate", after: str = "expert") -> str:
+    """The picks as a table ("-" where a side made no such choice); empty when neither reported any."""
+    if not rows:
+        return ""
+    lines = [f"What each side chose by timing (before = `{before}`, after = `{after}`):", "",
+             "| task | choice | before | after |", "|---|---|---|---|"]
+    for r in rows:
+        cells = [table_cell(c) or "-" for c in (r.what, r.before, r.after)]
+        lines.append(f"| {r.task} | {cells[0]} | {cells[1]} | {cells[2]} |")
     return "\n".join(lines) + "\n"

@@ -268,7 +268,8 @@ def judge_task(job: Job, reporter: Reporter, started: float | None = None, early
         slug=task.slug, status="correct" if all_ok else "incorrect", error_code=code,
         reason="" if all_ok else _describe(results),
         verdict=verdict if all_ok or forbidden else "bug", workloads=results, findings=findings,
-        aten_ops=sorted(judge.recorder_ops), autotune=judge.autotune, **_tails(workers),
+        aten_ops=sorted(judge.recorder_ops), autotune=judge.autotune, expert_autotune=judge.expert_autotune,
+        **_tails(workers),
     )
 
 

@@ -123,6 +123,10 @@ class Judge:
         self.recorder_ops: set[str] = set()
         self.compute_ops: set[str] = set()
         self.autotune: dict[str, str] = {}
+        # The expert's own picks where it is timed beside the candidate (ours, so not capped as a
+        # claim): an A/B run benches an expert's earlier file as the candidate, and this says
+        # which candidate launch the current expert's tuners took in the same run.
+        self.expert_autotune: dict[str, str] = {}
         # Wall time of the candidate's first call per workload: where its compilation and
         # autotuning happen (the timing phase's warm-up finds it already compiled).
         self.first_call_s: dict[str, float] = {}
@@ -387,6 +391,8 @@ class Judge:
                                                  code=_OOM_CODES[rule])
                 raise errors.SubmissionError(f"a timed call of {name} failed: {rule}: {done.output} {message}"[:3000],
                                              code=errors.USER_TIMED_MISMATCH)
+            if name == "expert":
+                self.expert_autotune.update(done.autotune)
             if mode == "time":
                 times[name].append(done.device_ms)
                 walls[name].append(wall)

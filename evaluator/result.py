@@ -106,6 +106,7 @@ class TaskResult(_Model):
     findings: list[Finding] = []
     aten_ops: list[str] = []  # ATen ops the candidate called during checked calls
     autotune: dict[str, str] = {}  # "tuner [key]" -> its pick; "choice <key>" -> a TIMED_CHOICES entry
+    expert_autotune: dict[str, str] = {}  # the same for the expert, where it was timed beside the candidate
     wall_s: float = 0.0
     stdout_tail: str = ""
     stderr_tail: str = ""

@@ -104,7 +104,7 @@ def same_kernel_spread(result: RunResult) -> list[tuple[str, str, float, float, 
     return rows
 
 
-def _cell(text: str) -> str:
+def table_cell(text: str) -> str:
     """Text a kernel reported, safe in one Markdown table cell: no pipes, no line breaks."""
     return " ".join(text.replace("|", "/").split())
 
@@ -156,7 +156,7 @@ def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...
                   "`TIMED_CHOICES` reported it (docs/bundle-format.md), with the times that decided it. "
                   "Its autotuners' picks per shape are in the JSON (`autotune`).", "",
                   "| task | choice | picked |", "|---|---|---|"]
-        lines += [f"| {s} | {_cell(k)} | {_cell(v)} |" for s, k, v in chosen]
+        lines += [f"| {s} | {table_cell(k)} | {table_cell(v)} |" for s, k, v in chosen]
     spread = same_kernel_spread(result)
     if spread:
         lines += ["", "### The same expert, timed twice, settled apart", "",

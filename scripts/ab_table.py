@@ -1,4 +1,5 @@
-"""Print the before/after table of an A/B bench result (evaluator/ab_report.py).
+"""Print the before/after table of an A/B bench result (evaluator/ab_report.py), then what each
+side chose by timing (its autotuners' picks and TIMED_CHOICES).
 
     python scripts/ab_table.py RESULT.json [--before candidate] [--after expert]
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evaluator.ab_report import ab_rows, markdown  # noqa: E402
+from evaluator.ab_report import ab_rows, choice_rows, choices_markdown, markdown  # noqa: E402
 from evaluator.result import RunResult  # noqa: E402
 
 
@@ -27,6 +28,9 @@ def main() -> None:
     args = ap.parse_args()
     run = RunResult.model_validate(json.loads(args.result.read_text()))
     sys.stdout.write(markdown(ab_rows(run, args.before, args.after), args.before, args.after))
+    if {args.before, args.after} == {"candidate", "expert"}:  # the two sides that report their picks
+        picks = choices_markdown(choice_rows(run, args.before, args.after), args.before, args.after)
+        sys.stdout.write(f"\n{picks}" if picks else "")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from evaluator import suite_report
+from evaluator.ab_report import choice_rows, choices_markdown
 from evaluator.protocol import CHOICE_PREFIX
 from evaluator.result import RunResult
 from evaluator.runner import RunOptions, run
@@ -106,3 +107,44 @@ def test_a_candidates_timed_choices_come_back_with_its_result(tmp_path: Path) ->
     assert task.status == "correct", task.reason
     chosen = suite_report.timed_choices(result)
     assert ("silu-and-mul", "route T=9 d=160", "the fixed launch (the only route)") in chosen
+
+
+@pytest.mark.interpreter
+def test_the_experts_own_choices_come_back_beside_the_candidates(task_tree) -> None:
+    """An A/B run benches an expert's earlier file as the candidate beside the current expert: the
+    result keeps both sides' picks (``autotune``, ``expert_autotune``), and the A/B table lists
+    them side by side, so it says which launch each version ran."""
+    root = task_tree("silu-and-mul")
+    expert = root / "references/silu-and-mul/expert.py"
+    expert.write_text(CANDIDATE.replace("the fixed launch (the only route)", "the expert's launch"))
+    kernel = root / "kernel.py"
+    kernel.write_text(CANDIDATE)
+    task = get_task("silu-and-mul", root)
+    result = run([task], lambda _t: kernel,
+                 RunOptions(command="bench", smoke=True, interpret=True, cpu_timing=True, compare=["expert"],
+                            workloads=["S1"], timeout_s=300,
+                            timing={"min_count": 3, "max_count": 4, "budget_s": 0.5, "warmup": 1, "max_checks": 1}))
+    done = result.tasks[0]
+    assert done.status == "correct", done.reason
+    what = f"{CHOICE_PREFIX}route T=9 d=160"
+    assert done.autotune.get(what) == "the fixed launch (the only route)", done.autotune
+    assert done.expert_autotune.get(what) == "the expert's launch", done.expert_autotune
+    rows = choice_rows(result)
+    assert [(r.before, r.after) for r in rows if r.what == what] == [
+        ("the fixed launch (the only route)", "the expert's launch")]
+    assert "| silu-and-mul | choice route T=9 d=160 | the fixed launch (the only route) | the expert's launch |" in \
+        choices_markdown(rows)
+
+
+def test_the_ab_choice_table_marks_a_missing_side_and_refuses_a_side_with_no_picks() -> None:
+    run_ = RunResult.model_validate(json.loads(
+        (REPO_ROOT / "docs/results/h100-runs/s21-ab-mamba2-decay.json").read_text()))
+    rows = choice_rows(run_)  # kept before the expert's picks were: its side is empty
+    assert rows and all(r.before and not r.after for r in rows)
+    text = choices_markdown(rows)
+    assert "| mamba2-ssd-chunk-scan | choice launch times T=32768 H=128 P=64 N=128 S=16 | dt 25 us" in text
+    assert text.splitlines()[-1].endswith("| - |")
+    run_.tasks[0].autotune = {}
+    assert choices_markdown(choice_rows(run_)) == ""
+    with pytest.raises(ValueError):
+        choice_rows(run_, before="compile")
