@@ -9,7 +9,8 @@ the device. Five launches:
 2. ``_ssd_cb_fwd_kernel`` (parallel over chunks x groups x lower-triangle tiles): C·Bᵀ per group
    and chunk, shared by all heads of the group; upper tiles are causally dead and never computed.
 3. ``_ssd_chunk_state_kernel`` (parallel over chunks x heads x P-blocks): what each chunk adds
-   to the P x N state if it started from zero, sum_j exp(total - cumsum_j)·Δ_j·x_jᵀB_j, in fp32.
+   to the P x N state if it started from zero, sum_j exp(total - cumsum_j)·Δ_j·x_jᵀB_j,
+   accumulated in fp32 and stored in the activations' dtype.
 4. ``_ssd_state_pass_kernel`` (per sequence x head x small P-block, the only serial walk): the
    state each chunk starts from, state = exp(chunk total)·state + the chunk's own part, written
    in the activations' dtype; and the final states, in fp32.
@@ -20,8 +21,8 @@ the device. Five launches:
 Until session 7 steps 3-5 were one kernel: one program per (sequence, head, P-block) walking
 that sequence's chunks with the state in registers, so no chunk state went to memory. On the
 H200 that was 5-10% of SOL, with 512-2,048 programs each serial over 8-32 chunks
-(docs/results/h200.md). The split writes each chunk's state twice (fp32 own part, 16-bit start
-state) and reads it twice, but only the small state walk is serial. The tensor-core work runs
+(docs/results/h200.md). The split writes each chunk's state twice (its own part and its start
+state, both 16-bit) and reads it twice, but only the small state walk is serial. The tensor-core work runs
 over every chunk at once, as in the reference SSD implementation's chunk-state / state-passing /
 chunk-scan split.
 
@@ -35,6 +36,12 @@ Step 5 treats the key blocks wholly left of a row block apart from the diagonal 
 factors into a row part and a key part (``_ssd_out_below``), so they take one exponential per key
 instead of one per element; 1.05-1.07x over the flat-grid version on an H100 in one run
 (docs/results/h100.md, session 21).
+
+Each chunk's own part of the state is stored in the activations' dtype, not fp32 (session 22): it
+is written once and read once by the state walk, which adds it into its fp32 running state, so
+the rounding is one per chunk and element and never compounds. At W3 that is 0.6 GB less traffic
+(0.3 GB written, 0.3 GB read); 1.06-1.07x on an H100 in one run, with the final states at up
+to 52% of their tolerance (26-39% with fp32 parts; docs/results/h100.md, session 22).
 """
 
 from __future__ import annotations
@@ -146,7 +153,8 @@ def _ssd_chunk_state_kernel(
     NPB: tl.constexpr, HPG: tl.constexpr,
 ):
     """What one chunk adds to the state, as if it started from zero:
-    sum_j exp(cum_end - cum_j) * delta_j * x_j^T B_j, a [P, N] fp32 block per (chunk, head)."""
+    sum_j exp(cum_end - cum_j) * delta_j * x_j^T B_j, a [P, N] block per (chunk, head), summed in
+    fp32 and stored in the destination's dtype."""
     pb, slot, h = _group_ids(tl.program_id(0), n_slots, NPB, HPG)
     t0, clen = _chunk_of(slot, cu_ptr, S, Q)
     if clen <= 0:
@@ -368,8 +376,9 @@ def mamba2_ssd_chunk_scan(
     final = torch.empty(S, H, P, N, dtype=torch.float32, device=dev)
     bp = max(16, triton.next_power_of_2(P))
     npb = triton.cdiv(P, bp)
-    # Each chunk's own part of the state (fp32), then the state each chunk starts from (x's dtype).
-    own = torch.empty(n_slots, H, P, N, dtype=torch.float32, device=dev)
+    # Each chunk's own part of the state, then the state each chunk starts from, both in x's dtype
+    # (the state walk sums in fp32; the module docstring says what the 16-bit own part costs).
+    own = torch.empty(n_slots, H, P, N, dtype=x.dtype, device=dev)
     start = torch.empty(n_slots, H, P, N, dtype=x.dtype, device=dev)
     bp_pass = min(bp, 16 if S * H >= 512 else 8)  # small blocks: more programs for the one serial walk
 
