@@ -142,8 +142,9 @@ class SubmissionCreateSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {name: [f"a single kernel file ({upload.name}) needs this field"] for name in missing})
         else:
+            # A bundle's manifest says these; two sources would disagree silently.
             defaults = {name: field.default for name, field in self.fields.items()}
-            if given := single_kernel_fields_beside_bundle(attrs, defaults):  # a bundle's manifest says these; two sources would disagree silently
+            if given := single_kernel_fields_beside_bundle(attrs, defaults):
                 raise serializers.ValidationError(
                     {name: [f"only for a single kernel file; {upload.name} is a bundle, whose manifest says it"]
                      for name in given})
