@@ -124,3 +124,16 @@ def test_embedded_markdown_headings_move_below_the_page_s_own() -> None:
     shifted = str(markdown(text, 2))
     assert "<h3>L1: algorithm</h3>" in shifted and "<h4>Steps</h4>" in shifted and "<h6>deepest</h6>" in shifted
     assert "<h1>" not in shifted and "&lt;h1&gt;raw&lt;/h1&gt;" in shifted
+
+
+def test_an_unverified_expert_says_how_it_gets_checked(client, real_tasks):
+    """A fresh site (the README's run-local) has every expert "not verified": the task page says
+    what checks it, and stops saying so once a check has run."""
+    from leaderboard.constants import VerificationStatus
+    from leaderboard.models import Task
+
+    page = client.get("/tasks/silu-and-mul/").content.decode()
+    assert "not verified" in page and "python manage.py sync_tasks --verify" in page
+    Task.objects.filter(slug="silu-and-mul").update(verification_status=VerificationStatus.CORRECT)
+    page = client.get("/tasks/silu-and-mul/").content.decode()
+    assert "sync_tasks --verify" not in page
