@@ -100,7 +100,8 @@ def pairs(entries: Iterable[Entry], n_boot: int = 10_000) -> list[Pair]:
 def restrict(pair: Pair, suite: Sequence[str], n_boot: int = 10_000) -> Pair | None:
     """``pair`` compared over ``suite`` only (a subset of its own tasks, order kept), or None when
     no task is left: the score ratio, interval and tests are computed again over those tasks."""
-    kept = tuple(slug for slug in pair.suite if slug in set(suite))
+    wanted = set(suite)
+    kept = tuple(slug for slug in pair.suite if slug in wanted)
     if kept == pair.suite:
         return pair
     if not kept:

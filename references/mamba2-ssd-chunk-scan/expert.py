@@ -22,9 +22,9 @@ Until session 7 steps 3-5 were one kernel: one program per (sequence, head, P-bl
 that sequence's chunks with the state in registers, so no chunk state went to memory. On the
 H200 that was 5-10% of SOL, with 512-2,048 programs each serial over 8-32 chunks
 (docs/results/h200.md). The split writes each chunk's state twice (its own part and its start
-state, both 16-bit) and reads it twice, but only the small state walk is serial. The tensor-core work runs
-over every chunk at once, as in the reference SSD implementation's chunk-state / state-passing /
-chunk-scan split.
+state, both 16-bit) and reads it twice, but only the small state walk is serial. The tensor-core
+work runs over every chunk at once, as in the reference SSD implementation's chunk-state /
+state-passing / chunk-scan split.
 
 Steps 3 and 5 take flat grids in which the programs that read the same tiles are numbered side
 by side (``_group_ids``): a head's row blocks, then the other heads of its group (which share
