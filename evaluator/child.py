@@ -12,7 +12,6 @@ inherits, and the parent re-validates each one.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import platform
 import socket
@@ -21,13 +20,13 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
 from evaluator import ENGINE_VERSION, errors
 from evaluator.hardware import set_sol
+from evaluator.modules import load_module
 from evaluator.result import ChildReport, Finding, Fingerprint, TaskResult, WorkloadResult
 
 
@@ -51,17 +50,6 @@ class Job(BaseModel):
     sandbox_note: str = ""  # why not, when they do not
     cpu_timing: bool = False  # time on the CPU with the host clock (tests of the timing protocol)
     timeout_s: float = 900.0
-
-
-def load_module(path: Path, name: str) -> ModuleType:
-    """Import a Python file under a private module name (two tasks never share a module)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _nvidia_smi(query: str) -> dict[str, str]:

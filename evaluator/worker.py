@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import builtins
 import gc
-import importlib.util
 import json
 import os
 import socket
@@ -36,6 +35,7 @@ from evaluator import hold as _hold_module
 from evaluator import op_block
 from evaluator.arena import Arena, open_arena
 from evaluator.aten_record import AtenRecorder
+from evaluator.modules import load_module
 from evaluator.protocol import (
     CHOICE_PREFIX,
     LINE_CAP,
@@ -92,16 +92,6 @@ def _tampered(snapshot: dict[str, Any]) -> list[str]:
     return sorted(name for name, obj in snapshot.items() if now.get(name) is not obj)
 
 
-def _load(path: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _as_outputs(value: Any) -> tuple[Any, ...]:
     return value if isinstance(value, tuple) else tuple(value) if isinstance(value, list) else (value,)
 
@@ -155,7 +145,7 @@ class Worker:
 
     def _load_one(self, name: str, spec: ProviderSpec) -> bool:
         try:
-            module = _load(spec.path, f"_d2k_provider_{name.replace('-', '_')}")
+            module = load_module(spec.path, f"_d2k_provider_{name.replace('-', '_')}")
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is the kernel's fault too
             self._reply(LoadError(provider=name, kind="import", message=f"{type(exc).__name__}: {exc}"[:4000]))
             return False

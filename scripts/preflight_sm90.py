@@ -51,8 +51,8 @@ from triton.runtime import driver as driver_config  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from evaluator.child import load_module  # noqa: E402
 from evaluator.inputs import make_inputs  # noqa: E402
+from evaluator.modules import load_module  # noqa: E402
 from tasks.registry import Task, load_tasks  # noqa: E402
 
 #: The H200 as the kernels' host code may ask for it (Triton's driver utils and torch.cuda).

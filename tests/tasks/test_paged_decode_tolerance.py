@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from evaluator.child import load_module
 from evaluator.compare import error_ratio
+from evaluator.modules import load_module
 from tasks.registry import get_task
 
 
