@@ -17,33 +17,23 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from celery import Celery
 from django.conf import settings
-from django.db import connection
 from kombu import Connection
 
 from leaderboard.constants import VerificationStatus
 from leaderboard.models import Task
 from portal import broker
 from tests.portal.helpers import sync
+from tests.portal.worker import database_url
 
 REPO = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 VERIFY = "leaderboard.tasks.verify_reference_task"
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-
-
-def database_url() -> str:
-    """The URL of the database this test run uses (the test database, not the configured one)."""
-    s = connection.settings_dict
-    if s["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{Path(s['NAME']).resolve()}"
-    auth = quote(s["USER"] or "", safe="") + (f":{quote(s['PASSWORD'], safe='')}" if s["PASSWORD"] else "")
-    return f"postgresql://{auth}@{s['HOST'] or 'localhost'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 class Worker:

@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def database_url() -> str:
+    """The URL of the database this test run uses (the test database, not the configured one), for
+    the worker subprocesses the tests start."""
     s = connection.settings_dict
     if s["ENGINE"] == "django.db.backends.sqlite3":
         return f"sqlite:///{Path(s['NAME']).resolve()}"
