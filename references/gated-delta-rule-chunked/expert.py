@@ -10,7 +10,7 @@ device. Three launches, split as in flash-linear-attention:
    strictly lower matrix A, its unit-lower-triangular inverse T = (I + A)⁻¹ by blocked forward
    substitution (16 x 16 diagonal blocks by the terminating Neumann product
    (I - A)(I + A²)(I + A⁴)(I + A⁸), off-diagonal blocks by small products), and the WY matrices
-   W = T (β e^Γ K) and U = T (β V), written as bf16 scratch. Three routes do this, and a shape's
+   W = T (β e^Γ K) and U = T (β V), written as bf16 scratch. Four routes do this, and a shape's
    first call on the GPU times them (and the later phases, reported in ``TIMED_CHOICES``):
    ``_gdr_wy_fwd_kernel``, one program per (chunk, q/k head) for all of its value heads, with
    K·Kᵀ, W and U as 16-row products; ``_gdr_wy64_fwd_kernel``, one program per (chunk, value
@@ -21,7 +21,16 @@ device. Three launches, split as in flash-linear-attention:
    with spills on sm_90 (small products with many warps hold whole operands in every warp), the
    second to 168 with none (128 with spills when capped, which the H100 picked), the split's
    two to 134 (126 capped, no spills) and 78: phase 1 was latency-bound, and T's chain of small
-   products alone, in fewer registers, lets two programs share an SM without spilling.
+   products alone, in fewer registers, lets two programs share an SM without spilling. The
+   three-launch route goes further and gives the chain a program of its own size:
+   ``_gdr_qkk_fwd_kernel`` (8 warps, one program per chunk and q/k head) forms the normalized
+   rows, Q·Kᵀ and K̂·K̂ᵀ (fp32, stored: each once for the head's value heads, where the other
+   routes form K̂·K̂ᵀ per value head); ``_gdr_inv_fwd_kernel`` forms T from it in one or two warps
+   a program, loading each 16 x 16 block where it is used and storing each block of T once final,
+   so that it holds 218 registers a thread with one warp (138 with two) and eight or more programs
+   share an SM, each hiding the others' waits along their chains; then ``_gdr_wu_fwd_kernel`` as
+   in the split route. On the H100 (session 23) it took phase 1 from 1,546 to 1,219 µs at W1's
+   shape and from 3,036 to 2,385 at W3's, with the one-warp inverse (docs/results/h100.md).
 2. ``_gdr_state_fwd_kernel``, one program per (sequence, value head, slice of V): the only serial
    part. It carries its K x V slice of the fp32 state on-chip across the sequence's chunks. Per
    chunk it stores the state the chunk starts from (bf16), forms Ṽ = U - W S (stored), and sets
@@ -279,29 +288,24 @@ def _load_block(ptr, r0: tl.constexpr, c0: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
-def _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C: tl.constexpr):
-    """T's lower 16 x 16 blocks, written to the program's 64 x 64 tile ``tb``, and Γ stored. K̂·K̂ᵀ
-    is formed as one 64-row product and put through the same tile to be read back in 16 x 16
-    blocks: ten 16-row products would each need the whole 16 x K operands in every warp."""
-    rc = tl.arange(0, C)
-    kn = _l2n(_rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C))
-    tl.store(tb + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
-    tl.debug_barrier()  # what this program's threads wrote, visible to all of them
-    kk00 = _load_block(tb, 0, 0, C)
-    kk10 = _load_block(tb, 16, 0, C)
-    kk11 = _load_block(tb, 16, 16, C)
-    kk20 = _load_block(tb, 32, 0, C)
-    kk21 = _load_block(tb, 32, 16, C)
-    kk22 = _load_block(tb, 32, 32, C)
-    kk30 = _load_block(tb, 48, 0, C)
-    kk31 = _load_block(tb, 48, 16, C)
-    kk32 = _load_block(tb, 48, 32, C)
-    kk33 = _load_block(tb, 48, 48, C)
+def _t_from_kkt(kb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C: tl.constexpr):
+    """T's lower 16 x 16 blocks from K̂·K̂ᵀ's at ``kb`` (a 64 x 64 tile), written to the tile ``tb``
+    (which may be ``kb`` itself), and Γ stored."""
+    kk00 = _load_block(kb, 0, 0, C)
+    kk10 = _load_block(kb, 16, 0, C)
+    kk11 = _load_block(kb, 16, 16, C)
+    kk20 = _load_block(kb, 32, 0, C)
+    kk21 = _load_block(kb, 32, 16, C)
+    kk22 = _load_block(kb, 32, 32, C)
+    kk30 = _load_block(kb, 48, 0, C)
+    kk31 = _load_block(kb, 48, 16, C)
+    kk32 = _load_block(kb, 48, 32, C)
+    kk33 = _load_block(kb, 48, 48, C)
     g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
     b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
     t00, t10, t11, t20, t21, t22, t30, t31, t32, t33 = _inverse_blocks(
         kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3)
-    tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks overwrite it
+    tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks may overwrite it
     _store_block(tb, t00, 0, 0, C)
     _store_block(tb, t10, 16, 0, C)
     _store_block(tb, t11, 16, 16, C)
@@ -312,6 +316,18 @@ def _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, 
     _store_block(tb, t31, 48, 16, C)
     _store_block(tb, t32, 48, 32, C)
     _store_block(tb, t33, 48, 48, C)
+
+
+@triton.jit
+def _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C: tl.constexpr):
+    """T's lower 16 x 16 blocks, written to the program's 64 x 64 tile ``tb``, and Γ stored. K̂·K̂ᵀ
+    is formed as one 64-row product and put through the same tile to be read back in 16 x 16
+    blocks: ten 16-row products would each need the whole 16 x K operands in every warp."""
+    rc = tl.arange(0, C)
+    kn = _l2n(_rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C))
+    tl.store(tb + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
+    tl.debug_barrier()  # what this program's threads wrote, visible to all of them
+    _t_from_kkt(tb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C)
 
 
 @triton.jit
@@ -419,6 +435,76 @@ def _gdr_wu_fwd_kernel(
         else:
             _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
                      C, BK, BV, KC, False, True)
+
+
+@triton.jit
+def _gdr_qkk_fwd_kernel(
+    q_ptr, k_ptr, qk_ptr, kk_ptr, qn_ptr, kn_ptr, cu_ptr,
+    H, K,
+    NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
+):
+    """The three-launch route's first launch, one program per (chunk, q/k head): the normalized q
+    and k rows, Q·Kᵀ and K̂·K̂ᵀ (fp32, for the inverse), each formed once for the head's value
+    heads. The products want a wide program; the inverse that follows does not."""
+    h, _, slot = _flat_ids(H, 1)
+    t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
+    if clen > 0:
+        ks = tl.arange(0, BK)
+        _qk_head(q_ptr, k_ptr, qk_ptr, qn_ptr, kn_ptr, slot, t0, clen, h, H, K, ks, C)
+        rc = tl.arange(0, C)
+        kn = _l2n(_rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C))
+        tl.store(kk_ptr + (slot.to(tl.int64) * H + h) * C * C + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
+
+
+@triton.jit
+def _t_from_kkt_streamed(kb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C: tl.constexpr):
+    """As ``_t_from_kkt`` with ``kb`` and ``tb`` apart: each K̂·K̂ᵀ block is loaded where it is used
+    (again where it is used twice) and each block of T stored once final, so a narrow program
+    holds T's blocks and little else."""
+    g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
+    b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
+    t00 = _inv_unit_lower(_decayed(_load_block(kb, 0, 0, C), b0, g0, g0, True, 16), 16)
+    _store_block(tb, t00, 0, 0, C)
+    t11 = _inv_unit_lower(_decayed(_load_block(kb, 16, 16, C), b1, g1, g1, True, 16), 16)
+    _store_block(tb, t11, 16, 16, C)
+    t22 = _inv_unit_lower(_decayed(_load_block(kb, 32, 32, C), b2, g2, g2, True, 16), 16)
+    _store_block(tb, t22, 32, 32, C)
+    t33 = _inv_unit_lower(_decayed(_load_block(kb, 48, 48, C), b3, g3, g3, True, 16), 16)
+    _store_block(tb, t33, 48, 48, C)
+    t10 = -tl.dot(t11, tl.dot(_decayed(_load_block(kb, 16, 0, C), b1, g1, g0, False, 16), t00))
+    _store_block(tb, t10, 16, 0, C)
+    t21 = -tl.dot(t22, tl.dot(_decayed(_load_block(kb, 32, 16, C), b2, g2, g1, False, 16), t11))
+    _store_block(tb, t21, 32, 16, C)
+    t32 = -tl.dot(t33, tl.dot(_decayed(_load_block(kb, 48, 32, C), b3, g3, g2, False, 16), t22))
+    _store_block(tb, t32, 48, 32, C)
+    t20 = -tl.dot(t22, tl.dot(_decayed(_load_block(kb, 32, 0, C), b2, g2, g0, False, 16), t00)
+                  + tl.dot(_decayed(_load_block(kb, 32, 16, C), b2, g2, g1, False, 16), t10))
+    _store_block(tb, t20, 32, 0, C)
+    t31 = -tl.dot(t33, tl.dot(_decayed(_load_block(kb, 48, 16, C), b3, g3, g1, False, 16), t11)
+                  + tl.dot(_decayed(_load_block(kb, 48, 32, C), b3, g3, g2, False, 16), t21))
+    _store_block(tb, t31, 48, 16, C)
+    t30 = -tl.dot(t33, tl.dot(_decayed(_load_block(kb, 48, 0, C), b3, g3, g0, False, 16), t00)
+                  + tl.dot(_decayed(_load_block(kb, 48, 16, C), b3, g3, g1, False, 16), t10)
+                  + tl.dot(_decayed(_load_block(kb, 48, 32, C), b3, g3, g2, False, 16), t20))
+    _store_block(tb, t30, 48, 0, C)
+
+
+@triton.jit
+def _gdr_inv_fwd_kernel(
+    kk_ptr, g_ptr, beta_ptr, gam_ptr, t_ptr, cu_ptr,
+    H, HV,
+    NSEQ: tl.constexpr, C: tl.constexpr, REP: tl.constexpr,
+):
+    """The three-launch route's second launch, one program per (chunk, value head): Γ, then T from
+    the stored K̂·K̂ᵀ. Its chain of 16 x 16 products is latency, not work: launched with one or two
+    warps, a program is small enough that many share an SM and hide each other's waits, where the
+    wide program that also forms the products fits two."""
+    hv, _, slot = _flat_ids(HV, 1)
+    t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
+    if clen > 0:
+        kb = kk_ptr + (slot.to(tl.int64) * H + hv // REP) * C * C
+        tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
+        _t_from_kkt_streamed(kb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C)
 
 
 @triton.jit
@@ -583,9 +669,8 @@ def gated_delta_rule_chunked(
 
 
 def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final: int, wy: str | None):
-    """The three phases; ``wy`` forces phase 1's kernel ("blocks", "64-row" or "64-row-128-regs")
-    for tests, None lets the first call of a shape time them on the GPU (the interpreter takes
-    "64-row")."""
+    """The three phases; ``wy`` forces phase 1's route (a key of ``routes`` below) for tests, None
+    lets the first call of a shape time them on the GPU (the interpreter takes "64-row")."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     NSEQ = cu_seqlens.numel() - 1
@@ -618,6 +703,16 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
         tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
         _gdr_t_fwd_kernel[(HV * n_slots,)](q, k, g, beta, qk, gam, qn, kn, tmat, cu_seqlens, H, HV, K,
                                          NSEQ=NSEQ, C=CHUNK, BK=bk, REP=HV // H, num_warps=8, **regs)
+        _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
+                                             KC=min(64, bk, bv_full), num_warps=4)
+
+    def wy_split3(inv_warps: int) -> None:
+        kkt = torch.empty(n_slots, H, CHUNK, CHUNK, dtype=torch.float32, device=dev)
+        tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
+        _gdr_qkk_fwd_kernel[(H * n_slots,)](q, k, qk, kkt, qn, kn, cu_seqlens, H, K, NSEQ=NSEQ, C=CHUNK, BK=bk,
+                                           num_warps=8)
+        _gdr_inv_fwd_kernel[(HV * n_slots,)](kkt, g, beta, gam, tmat, cu_seqlens, H, HV, NSEQ=NSEQ, C=CHUNK,
+                                            REP=HV // H, num_warps=inv_warps)
         _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
                                              KC=min(64, bk, bv_full), num_warps=4)
 
@@ -655,9 +750,12 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
     # SM (docs/results/preflight-sm90-table.md); which is faster is for the timing to say. That
     # capped build won on the H100 (session 19) with the phase still latency-bound, which is what
     # the split route is for: T's kernel alone needs 134 registers (so capped at 128 it spills
-    # little), and W and U stream from the stored T at 78 registers, 4 warps.
+    # little), and W and U stream from the stored T at 78 registers, 4 warps. The three-launch
+    # route moves the chain into programs of one or two warps, many an SM; it won at every shape
+    # on the H100 (session 23).
     routes = {"blocks": wy_blocks, "64-row": wy_64, "64-row-128-regs": lambda: wy_64(maxnreg=128),
-              "split": wy_split, "split-128-regs": lambda: wy_split(maxnreg=128)}
+              "split": wy_split, "split-128-regs": lambda: wy_split(maxnreg=128),
+              "3-launch-1-warp": lambda: wy_split3(1), "3-launch-2-warps": lambda: wy_split3(2)}
     if wy is None:
         key = (tokens, HV, K, V, NSEQ, H, initial_state.shape[0] > 0, n_final > 0, q.dtype, dev)
         if dev.type != "cuda":
