@@ -288,24 +288,29 @@ def _load_block(ptr, r0: tl.constexpr, c0: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
-def _t_from_kkt(kb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C: tl.constexpr):
-    """T's lower 16 x 16 blocks from K̂·K̂ᵀ's at ``kb`` (a 64 x 64 tile), written to the tile ``tb``
-    (which may be ``kb`` itself), and Γ stored."""
-    kk00 = _load_block(kb, 0, 0, C)
-    kk10 = _load_block(kb, 16, 0, C)
-    kk11 = _load_block(kb, 16, 16, C)
-    kk20 = _load_block(kb, 32, 0, C)
-    kk21 = _load_block(kb, 32, 16, C)
-    kk22 = _load_block(kb, 32, 32, C)
-    kk30 = _load_block(kb, 48, 0, C)
-    kk31 = _load_block(kb, 48, 16, C)
-    kk32 = _load_block(kb, 48, 32, C)
-    kk33 = _load_block(kb, 48, 48, C)
+def _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C: tl.constexpr):
+    """T's lower 16 x 16 blocks, written to the program's 64 x 64 tile ``tb``, and Γ stored. K̂·K̂ᵀ
+    is formed as one 64-row product and put through the same tile to be read back in 16 x 16
+    blocks: ten 16-row products would each need the whole 16 x K operands in every warp."""
+    rc = tl.arange(0, C)
+    kn = _l2n(_rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C))
+    tl.store(tb + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
+    tl.debug_barrier()  # what this program's threads wrote, visible to all of them
+    kk00 = _load_block(tb, 0, 0, C)
+    kk10 = _load_block(tb, 16, 0, C)
+    kk11 = _load_block(tb, 16, 16, C)
+    kk20 = _load_block(tb, 32, 0, C)
+    kk21 = _load_block(tb, 32, 16, C)
+    kk22 = _load_block(tb, 32, 32, C)
+    kk30 = _load_block(tb, 48, 0, C)
+    kk31 = _load_block(tb, 48, 16, C)
+    kk32 = _load_block(tb, 48, 32, C)
+    kk33 = _load_block(tb, 48, 48, C)
     g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
     b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
     t00, t10, t11, t20, t21, t22, t30, t31, t32, t33 = _inverse_blocks(
         kk00, kk10, kk11, kk20, kk21, kk22, kk30, kk31, kk32, kk33, b0, b1, b2, b3, g0, g1, g2, g3)
-    tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks may overwrite it
+    tl.debug_barrier()  # every thread has read K̂·K̂ᵀ before T's blocks overwrite it
     _store_block(tb, t00, 0, 0, C)
     _store_block(tb, t10, 16, 0, C)
     _store_block(tb, t11, 16, 16, C)
@@ -316,18 +321,6 @@ def _t_from_kkt(kb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C: tl.conste
     _store_block(tb, t31, 48, 16, C)
     _store_block(tb, t32, 48, 32, C)
     _store_block(tb, t33, 48, 48, C)
-
-
-@triton.jit
-def _wy64_t(k_ptr, g_ptr, beta_ptr, gam_ptr, tb, t0, clen, h, hv, H, HV, K, ks, C: tl.constexpr):
-    """T's lower 16 x 16 blocks, written to the program's 64 x 64 tile ``tb``, and Γ stored. K̂·K̂ᵀ
-    is formed as one 64-row product and put through the same tile to be read back in 16 x 16
-    blocks: ten 16-row products would each need the whole 16 x K operands in every warp."""
-    rc = tl.arange(0, C)
-    kn = _l2n(_rows(k_ptr, t0, 0, clen, H * K, h * K, ks, K, C))
-    tl.store(tb + rc[:, None] * C + rc[None, :], tl.dot(kn, tl.trans(kn)))
-    tl.debug_barrier()  # what this program's threads wrote, visible to all of them
-    _t_from_kkt(tb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C)
 
 
 @triton.jit
@@ -458,9 +451,10 @@ def _gdr_qkk_fwd_kernel(
 
 @triton.jit
 def _t_from_kkt_streamed(kb, tb, g_ptr, beta_ptr, gam_ptr, t0, clen, hv, HV, C: tl.constexpr):
-    """As ``_t_from_kkt`` with ``kb`` and ``tb`` apart: each K̂·K̂ᵀ block is loaded where it is used
-    (again where it is used twice) and each block of T stored once final, so a narrow program
-    holds T's blocks and little else."""
+    """T's lower 16 x 16 blocks from K̂·K̂ᵀ's at ``kb`` (a stored 64 x 64 tile), written to the tile
+    ``tb``, and Γ stored: as ``_wy64_t`` does from its own tile, but each K̂·K̂ᵀ block is loaded where
+    it is used (again where it is used twice) and each block of T stored once final, so that a
+    narrow program holds T's blocks and little else."""
     g0, g1, g2, g3 = _gate_blocks(g_ptr, gam_ptr, t0, clen, HV, hv)
     b0, b1, b2, b3 = _beta_blocks(beta_ptr, t0, clen, HV, hv)
     t00 = _inv_unit_lower(_decayed(_load_block(kb, 0, 0, C), b0, g0, g0, True, 16), 16)
