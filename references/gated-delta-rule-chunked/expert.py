@@ -693,12 +693,15 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
         _gdr_wy64_fwd_kernel[(HV * n_slots,)](*wy_args, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
                                             KC=min(64, bk, bv_full), num_warps=8, **regs)
 
+    def wu_from(tmat: torch.Tensor) -> None:  # the split routes' last launch: W and U from the stored T
+        _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
+                                             KC=min(64, bk, bv_full), num_warps=4)
+
     def wy_split(**regs: int) -> None:
         tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
         _gdr_t_fwd_kernel[(HV * n_slots,)](q, k, g, beta, qk, gam, qn, kn, tmat, cu_seqlens, H, HV, K,
                                          NSEQ=NSEQ, C=CHUNK, BK=bk, REP=HV // H, num_warps=8, **regs)
-        _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
-                                             KC=min(64, bk, bv_full), num_warps=4)
+        wu_from(tmat)
 
     def wy_split3(inv_warps: int) -> None:
         kkt = torch.empty(n_slots, H, CHUNK, CHUNK, dtype=torch.float32, device=dev)
@@ -707,8 +710,7 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
                                            num_warps=8)
         _gdr_inv_fwd_kernel[(HV * n_slots,)](kkt, g, beta, gam, tmat, cu_seqlens, H, HV, NSEQ=NSEQ, C=CHUNK,
                                             REP=HV // H, num_warps=inv_warps)
-        _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
-                                             KC=min(64, bk, bv_full), num_warps=4)
+        wu_from(tmat)
 
     # V slices per program: enough (sequence, value head, slice) programs to fill 132 SMs twice.
     bv = min(bv_full, 32)
