@@ -17,11 +17,12 @@ device. Three launches, split as in flash-linear-attention:
    head), which forms K·Kᵀ, W and U as 64-row products and passes K·Kᵀ's and T's blocks through
    its own slot of a scratch buffer; and the split route, the same work in two launches:
    ``_gdr_t_fwd_kernel`` forms T and stores it (fp32, 16 KB a chunk and value head), then
-   ``_gdr_wu_fwd_kernel`` streams W and U from it. The first kernel compiles to 255 registers
-   with spills on sm_90 (small products with many warps hold whole operands in every warp), the
-   second to 168 with none (128 with spills when capped, which the H100 picked), the split's
-   two to 134 (126 capped, no spills) and 78: phase 1 was latency-bound, and T's chain of small
-   products alone, in fewer registers, lets two programs share an SM without spilling. The
+   ``_gdr_wu_fwd_kernel`` streams W and U from it (one program per chunk and value head for both,
+   so T is loaded once). The first kernel compiles to 255 registers with spills on sm_90 (small
+   products with many warps hold whole operands in every warp), the second to 168 with none (128
+   with spills when capped, which the H100 picked), the split's two to 134 (126 capped, no
+   spills) and 86: phase 1 was latency-bound, and T's chain of small products alone, in fewer
+   registers, lets two programs share an SM without spilling. The
    three-launch route goes further and gives the chain a program of its own size:
    ``_gdr_qkk_fwd_kernel`` (8 warps, one program per chunk and q/k head) forms the normalized
    rows, Q·Kᵀ and K̂·K̂ᵀ (fp32, stored: each once for the head's value heads, where the other
@@ -49,7 +50,7 @@ device. Three launches, split as in flash-linear-attention:
    W3).
 
 Every grid is flat, with the programs that read the same tiles side by side: a chunk's V
-slices, a head's value heads, one T's W and U halves (``_flat_ids``). With the chunk or sequence
+slices, a head's value heads (``_flat_ids``). With the chunk or sequence
 fastest, as in a 3-D grid, they ran a wave apart whenever the grid outgrew the card, and each
 re-read its tiles from DRAM: the serial kernel moved 2.7 GB a call at W1's shape for 1.5 GB of
 distinct data, and the whole task ran 1.33x slower at W1 (docs/results/h100.md, session 20).
@@ -414,20 +415,17 @@ def _gdr_wu_fwd_kernel(
     NSEQ: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, REP: tl.constexpr,
     KC: tl.constexpr,
 ):
-    """The split route's second half, one program per (chunk, value head, W or U): a streaming
-    64-row product from the stored T (fp32, as the 64-row kernel's tile, so both routes compute
-    the same products on the same operands)."""
-    half, hv, slot = _flat_ids(2, HV)
+    """The split routes' last launch, one program per (chunk, value head): W, then U, streaming
+    64-row products from the stored T (fp32, as the 64-row kernel's tile, so every route computes
+    the same products on the same operands). T is loaded once for both: with a program each for W
+    and U, side by side, the second load came from L2 but the kernel took 608 µs at W1's shape on
+    the H100 against 568 for this one (session 24)."""
+    hv, _, slot = _flat_ids(HV, 1)
     t0, clen = _chunk_of(slot, cu_ptr, NSEQ, C)
     if clen > 0:
-        h = hv // REP
         tb = t_ptr + (slot.to(tl.int64) * HV + hv) * C * C
-        if half == 0:
-            _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
-                     C, BK, BV, KC, True, False)
-        else:
-            _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, h, hv, H, HV, K, V,
-                     C, BK, BV, KC, False, True)
+        _wy64_wu(k_ptr, v_ptr, beta_ptr, gam_ptr, w_ptr, u_ptr, tb, t0, clen, hv // REP, hv, H, HV, K, V,
+                 C, BK, BV, KC, True, True)
 
 
 @triton.jit
@@ -694,8 +692,8 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
                                             KC=min(64, bk, bv_full), num_warps=8, **regs)
 
     def wu_from(tmat: torch.Tensor) -> None:  # the split routes' last launch: W and U from the stored T
-        _gdr_wu_fwd_kernel[(2 * HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
-                                             KC=min(64, bk, bv_full), num_warps=4)
+        _gdr_wu_fwd_kernel[(HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
+                                           KC=min(64, bk, bv_full), num_warps=4)
 
     def wy_split(**regs: int) -> None:
         tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
