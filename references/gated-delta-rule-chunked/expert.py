@@ -744,7 +744,7 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
     # SM (docs/results/preflight-sm90-table.md); which is faster is for the timing to say. That
     # capped build won on the H100 (session 19) with the phase still latency-bound, which is what
     # the split route is for: T's kernel alone needs 134 registers (so capped at 128 it spills
-    # little), and W and U stream from the stored T at 78 registers, 4 warps. The three-launch
+    # little), and W and U stream from the stored T at 86 registers, 4 warps. The three-launch
     # route moves the chain into programs of one or two warps, many an SM; it won at every shape
     # on the H100 (session 23).
     routes = {"blocks": wy_blocks, "64-row": wy_64, "64-row-128-regs": lambda: wy_64(maxnreg=128),
