@@ -4,34 +4,33 @@ Chunks never straddle sequences (each sequence is cut into its own chunks, the l
 and are numbered sequence after sequence; programs find theirs by walking ``cu_seqlens`` on the
 device. Three launches, split as in flash-linear-attention:
 
-1. Fully parallel, per chunk: l2-normalizes q and k on load (and stores them for the later
-   phases), computes Q·Kᵀ (stored once for the chunk, shared by the head's value heads) and
-   K·Kᵀ, then for each value head: the gate cumsum Γ in fp32 (stored), the decayed, β-scaled
-   strictly lower matrix A, its unit-lower-triangular inverse T = (I + A)⁻¹ by blocked forward
-   substitution (16 x 16 diagonal blocks by the terminating Neumann product
-   (I - A)(I + A²)(I + A⁴)(I + A⁸), off-diagonal blocks by small products), and the WY matrices
-   W = T (β e^Γ K) and U = T (β V), written as bf16 scratch. Four routes do this, and a shape's
-   first call on the GPU times them (and the later phases, reported in ``TIMED_CHOICES``):
-   ``_gdr_wy_fwd_kernel``, one program per (chunk, q/k head) for all of its value heads, with
-   K·Kᵀ, W and U as 16-row products; ``_gdr_wy64_fwd_kernel``, one program per (chunk, value
-   head), which forms K·Kᵀ, W and U as 64-row products and passes K·Kᵀ's and T's blocks through
-   its own slot of a scratch buffer; and the split route, the same work in two launches:
-   ``_gdr_t_fwd_kernel`` forms T and stores it (fp32, 16 KB a chunk and value head), then
-   ``_gdr_wu_fwd_kernel`` streams W and U from it (one program per chunk and value head for both,
-   so T is loaded once). The first kernel compiles to 255 registers with spills on sm_90 (small
-   products with many warps hold whole operands in every warp), the second to 168 with none (128
-   with spills when capped, which the H100 picked), the split's two to 134 (126 capped, no
-   spills) and 86: phase 1 was latency-bound, and T's chain of small products alone, in fewer
-   registers, lets two programs share an SM without spilling. The
+1. Fully parallel, per chunk: l2-normalizes q and k on load (and stores them for the later phases),
+   computes Q·Kᵀ (stored once for the chunk, shared by the head's value heads) and K·Kᵀ, then for
+   each value head: the gate cumsum Γ in fp32 (stored), the decayed, β-scaled strictly lower matrix
+   A, its unit-lower-triangular inverse T = (I + A)⁻¹ by blocked forward substitution (16 x 16
+   diagonal blocks by the terminating Neumann product (I - A)(I + A²)(I + A⁴)(I + A⁸), off-diagonal
+   blocks by small products), and the WY matrices W = T (β e^Γ K) and U = T (β V), written as bf16
+   scratch. Four routes do this, and a shape's first call on the GPU times them (and the later
+   phases, reported in ``TIMED_CHOICES``): ``_gdr_wy_fwd_kernel``, one program per (chunk, q/k
+   head) for all of its value heads, with K·Kᵀ, W and U as 16-row products;
+   ``_gdr_wy64_fwd_kernel``, one program per (chunk, value head), which forms K·Kᵀ, W and U as
+   64-row products and passes K·Kᵀ's and T's blocks through its own slot of a scratch buffer; and
+   the split route, the same work in two launches: ``_gdr_t_fwd_kernel`` forms T and stores it
+   (fp32, 16 KB a chunk and value head), then ``_gdr_wu_fwd_kernel`` streams W and U from it (one
+   program per chunk and value head for both, so T is loaded once). The first kernel compiles to
+   255 registers with spills on sm_90 (small products with many warps hold whole operands in every
+   warp), the second to 168 with none (128 with spills when capped, which the H100 picked), the
+   split's two to 134 (126 capped, no spills) and 86: phase 1 was latency-bound, and T's chain of
+   small products alone, in fewer registers, lets two programs share an SM without spilling. The
    three-launch route goes further and gives the chain a program of its own size:
-   ``_gdr_qkk_fwd_kernel`` (8 warps, one program per chunk and q/k head) forms the normalized
-   rows, Q·Kᵀ and K̂·K̂ᵀ (fp32, stored: each once for the head's value heads, where the other
-   routes form K̂·K̂ᵀ per value head); ``_gdr_inv_fwd_kernel`` forms T from it in one or two warps
-   a program, loading each 16 x 16 block where it is used and storing each block of T once final,
-   so that it holds 218 registers a thread with one warp (138 with two) and eight or more programs
-   share an SM, each hiding the others' waits along their chains; then ``_gdr_wu_fwd_kernel`` as
-   in the split route. On the H100 (session 23) it took phase 1 from 1,546 to 1,219 µs at W1's
-   shape and from 3,036 to 2,385 at W3's, with the one-warp inverse (docs/results/h100.md).
+   ``_gdr_qkk_fwd_kernel`` (8 warps, one program per chunk and q/k head) forms the normalized rows,
+   Q·Kᵀ and K̂·K̂ᵀ (fp32, stored: each once for the head's value heads, where the other routes form
+   K̂·K̂ᵀ per value head); ``_gdr_inv_fwd_kernel`` forms T from it in one or two warps a program,
+   loading each 16 x 16 block where it is used and storing each block of T once final, so that it
+   holds 218 registers a thread with one warp (138 with two) and eight or more programs share an
+   SM, each hiding the others' waits along their chains; then ``_gdr_wu_fwd_kernel`` as in the
+   split route. On the H100 (session 23) it took phase 1 from 1,546 to 1,219 µs at W1's shape and
+   from 3,036 to 2,385 at W3's, with the one-warp inverse (docs/results/h100.md).
 2. ``_gdr_state_fwd_kernel``, one program per (sequence, value head, slice of V): the only serial
    part. It carries its K x V slice of the fp32 state on-chip across the sequence's chunks. Per
    chunk it stores the state the chunk starts from (bf16), forms Ṽ = U - W S (stored), and sets
@@ -49,11 +48,11 @@ device. Three launches, split as in flash-linear-attention:
    split costs a K x V state per chunk and value head, written once and read once (about 1 GB at
    W3).
 
-Every grid is flat, with the programs that read the same tiles side by side: a chunk's V
-slices, a head's value heads (``_flat_ids``). With the chunk or sequence
-fastest, as in a 3-D grid, they ran a wave apart whenever the grid outgrew the card, and each
-re-read its tiles from DRAM: the serial kernel moved 2.7 GB a call at W1's shape for 1.5 GB of
-distinct data, and the whole task ran 1.33x slower at W1 (docs/results/h100.md, session 20).
+Every grid is flat, with the programs that read the same tiles side by side: a chunk's V slices, a
+head's value heads (``_flat_ids``). With the chunk or sequence fastest, as in a 3-D grid, they ran
+a wave apart whenever the grid outgrew the card, and each re-read its tiles from DRAM: the serial
+kernel moved 2.7 GB a call at W1's shape for 1.5 GB of distinct data, and the whole task ran 1.33x
+slower at W1 (docs/results/h100.md, session 20).
 
 Decays are only ever exponentials of differences of the chunk-local cumsum (never positive: the
 upper triangle is masked before exponentiating).
