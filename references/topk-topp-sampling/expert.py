@@ -3,8 +3,8 @@
 Per row:
 
 1. Stream the row once for its max M and softmax normalizer Z (online, per lane).
-2. Stream it again into a 256-bucket histogram of (A - logit) in steps of 1/8 (shared-memory
-   histogram), below an anchor A; everything above A - 1/8 lands in the first bucket. From the
+2. Stream it again into a 256-bucket histogram of (A - logit) in steps of 1/8 (``tl.histogram``),
+   below an anchor A; everything above A - 1/8 lands in the first bucket. From the
    counts alone this gives a safe lower bound L on the final threshold: with top-k on, the first
    bucket whose cumulative count reaches k (the whole top-k set lies above it); with top-p only,
    the first bucket below which an upper bound of the remaining mass (each token counted at its
@@ -17,7 +17,18 @@ separate sweeps. The two-pass route anchors at the max of the row's first block,
 the row is streamed, so the histogram is built in pass 1's sweep and the row is read twice, not
 three times; the bound is as safe (the buckets still fall monotonically with the logit, and the
 first bucket's tokens are bounded by M), only looser when many tokens lie above the first block's
-max. Which route is faster is timed per shape on the GPU.
+max.
+
+The sampled route builds no histogram at all. Triton lowers a 256-bucket histogram to warp
+ballots: each token costs 9 ballots, 8 popcounts and about 27 logic ops in the sm_90 PTX, more
+than the rest of the sweep. After pass 1 this route guesses the bound from 2,048 evenly spaced
+tokens of the row: with top-k on, the sampled value at rank k / f with room for its spread; with
+top-p only, where the sampled mass below, scaled up by f = V / 2,048, drops under 0.35 (1 - p) Z.
+It compacts everything at or above the guess and keeps the guess only if the survivors prove it:
+k or more of them, or mass at least p Z. A row the sample misjudges is redone from the
+three-pass route's histogram by the program that found out, so a bad guess costs time, never a
+token. On an H100 it took W3 (the fused kernel, top-k only) from 956 to 743 us in one
+run. Which route is faster is timed per shape on the GPU.
 4. On the survivors only: the exact k-th largest value by a 16-way search over the
    order-preserving integer image of the float bits (ties are kept because the test is >=), the top-k mass, then
    the exact top-p threshold by the same search driven by exp-mass sums, and finally the race
@@ -30,7 +41,9 @@ program per row leaves too few bytes in flight, so the three streaming passes ar
 is cut into slices, and passes 1-3 run as three launches over (row, slice). Pass 1 writes each
 slice's (max, normalizer); pass 2 merges those and writes each slice's histogram; pass 3 sums the
 histograms into the row's bound and compacts the slice's survivors into its own segment. A fourth
-launch, one program per row, moves the segments together in order and runs step 4 as above.
+launch, one program per row, moves the segments together in order and runs step 4 as above. The
+split path has the two histogram routes only: the sampled one lost there when timed (its looser
+guess keeps more survivors, and the per-row launch pays for each; ``SPLIT_ROUTES``).
 """
 
 from __future__ import annotations
@@ -132,15 +145,20 @@ def _slice_hist(lrow, lo, hi, a, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr,
 
 @triton.jit
 def _slice_compact(lrow, lo, hi, a, jl, cbase_v, cbase_i, offs, NSTEP: tl.constexpr, BLOCK: tl.constexpr,
-                   NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr):
+                   NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr, BY_VALUE: tl.constexpr = False):
     """Write the (value, index) pairs of ``lrow[lo:hi]`` in bucket ``jl`` or above (buckets below
-    the anchor ``a``), in index order, from ``cbase_v``/``cbase_i`` on; returns how many."""
+    the anchor ``a``), or with BY_VALUE those at or above the value ``a`` (the sampled route's
+    bound; ``jl`` unused), in index order, from ``cbase_v``/``cbase_i`` on; returns how many."""
     n_c = 0
     x_next = _first_block(lrow + lo, offs, hi - lo, 0.0, PREFETCH)
     for i in range(NSTEP):
         start = lo + i * BLOCK
         x, x_next = _stream(lrow, start, offs, hi, 0.0, x_next, BLOCK, PREFETCH)
-        sel = (start + offs < hi) & (_bucket(a, x, NB, INV_W) <= jl)
+        if BY_VALUE:  # noqa: SIM108 (a constexpr branch)
+            keep = x >= a
+        else:
+            keep = _bucket(a, x, NB, INV_W) <= jl
+        sel = (start + offs < hi) & keep
         pos = n_c + tl.cumsum(sel.to(tl.int32), axis=0) - 1
         tl.store(cbase_v + pos, x, mask=sel)
         tl.store(cbase_i + pos, start + offs, mask=sel)
@@ -180,6 +198,67 @@ def _bound(hist, kk, pp, z, topk_on, d, NB: tl.constexpr, INV_W: tl.constexpr):
     tail = tl.cumsum(ub, axis=0, reverse=True) - ub  # bound on the mass strictly below bucket j
     jp = tl.min(tl.where(tail <= (1.0 - pp) * z, j, NB - 1), axis=0)
     return tl.where(topk_on, jk, jp)
+
+
+@triton.jit
+def _sample_bound(lrow, V, m, z, kk, pp, topk_on, NS: tl.constexpr):
+    """The sampled route's guess at a lower bound on the final threshold, from NS of the row's
+    tokens (32 evenly spaced runs of adjacent tokens, so each run is a coalesced read): with top-k on, the sample's value at rank k / f plus two standard deviations and a
+    margin (f = V / NS tokens per sampled one); with top-p only, the largest sampled value whose
+    sampled mass below it, scaled by f, is at most 0.35 (1 - p) Z. Only a guess: the
+    caller keeps it only if its survivors prove it (``_sampled_ok``), so a row the sample
+    misjudges costs time, never a wrong token."""
+    i = tl.arange(0, NS)
+    NCH: tl.constexpr = 32
+    CHUNK: tl.constexpr = NS // NCH
+    if V <= NS:  # the whole row is the sample
+        pos = i
+        n = V
+    else:
+        pos = (i // CHUNK) * (V // NCH) + i % CHUNK
+        n = NS
+    f = V / n
+    s = tl.sort(tl.load(lrow + pos, mask=pos < V, other=float("-inf")), descending=True)
+    # Top-k: the bound's expected survivors in the sample, with room for its spread.
+    r_f = kk.to(tl.float32) / f
+    r = (r_f + 2.0 * tl.sqrt(r_f) + 3.0).to(tl.int32)
+    b_k = tl.where(r <= n, tl.sum(tl.where(i == r - 1, s, 0.0), axis=0), float("-inf"))
+    # Top-p: the sampled mass strictly below each sampled value (in sorted order), scaled to the row.
+    w = tl.where(i < n, tl.exp2((s - m) * LOG2E), 0.0)
+    below = (tl.cumsum(w, axis=0, reverse=True) - w) * f
+    ip = tl.min(tl.where((below <= 0.35 * (1.0 - pp) * z) & (i < n), i, n - 1), axis=0)
+    b_p = tl.sum(tl.where(i == ip, s, 0.0), axis=0)
+    return tl.where(topk_on, b_k, b_p)
+
+
+@triton.jit
+def _sampled_ok(cbase_v, n_c, b, m, z, kk, pp, topk_on, CB: tl.constexpr):
+    """Whether the ``n_c`` survivors at or above the guessed bound ``b`` hold everything the
+    filters keep. With top-k on: k or more of them (so the k-th value is at or above ``b``, and
+    top-p then works inside the top-k set). With top-p only: their mass reaches p Z, with a margin
+    for fp32 rounding (then every token below ``b`` has at least p Z above it and is dropped)."""
+    coffs = tl.arange(0, CB)
+    n_mass = tl.where(topk_on, 0, n_c)  # the mass is summed only where top-p alone decides
+    mass = 0.0
+    c0 = 0
+    while c0 < n_mass:
+        cm = c0 + coffs < n_mass
+        v = tl.load(cbase_v + c0 + coffs, mask=cm, other=float("-inf"))
+        mass += tl.sum(tl.where(cm, tl.exp2((v - m) * LOG2E), 0.0), axis=0)
+        c0 += CB
+    return (b == float("-inf")) | tl.where(topk_on, n_c >= kk, mass >= pp * z * 1.001)
+
+
+@triton.jit
+def _hist_compact(lrow, V, m, z, kk, pp, topk_on, cbase_v, cbase_i, offs, NSTEP: tl.constexpr,
+                  BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr):
+    """The sampled route's fallback for a row its guess failed: the three-pass route's histogram
+    below the row's max, its bound, and the compaction, over the whole row from one program.
+    Returns the survivors' count. Without prefetching: the fallback is rare, and the registers a
+    prefetching sweep would hold count against the whole kernel's occupancy."""
+    hist = _slice_hist(lrow, 0, V, m, offs, NSTEP, BLOCK, NB, INV_W, False)
+    jl = _bound(hist, kk, pp, z, topk_on, 0.0, NB, INV_W)
+    return _slice_compact(lrow, 0, V, m, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, False)
 
 
 @triton.jit
@@ -260,12 +339,25 @@ def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.co
     return best, best_i
 
 
+#: The three routes (the ``ROUTE`` constexpr): where the bound on the threshold comes from.
+THREE_PASS, TWO_PASS, SAMPLED = 0, 1, 2
+ROUTES = {"three-pass": THREE_PASS, "two-pass": TWO_PASS, "sampled": SAMPLED}
+#: The split path's routes. The sampled one was timed there too and lost at both split workloads
+#: on an H100 (session 25, W1: 462-481 against 293 us, W2: 1,131-1,722 against 826 us): its
+#: looser guess keeps two to three times the survivors, and the per-row pick, already the split
+#: path's longest launch, pays for every one of them.
+SPLIT_ROUTES = ("three-pass", "two-pass")
+#: The sampled route's sample, in tokens: on the GPU 32 runs of 64; in the interpreter 32 runs of 8
+#: (its sort of 2,048 values takes seconds a program there).
+SAMPLE_N, SAMPLE_N_CPU = 2048, 256
+
+
 @triton.jit
 def _topk_topp_sample_fwd_kernel(
     logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, cand_v_ptr, cand_i_ptr,
     stride_l, stride_q, B,  # B: rows, only for the autotuner's key (resident programs per SM)
     V: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr, CB: tl.constexpr,
-    PREFETCH: tl.constexpr, TWO_PASS: tl.constexpr,
+    PREFETCH: tl.constexpr, ROUTE: tl.constexpr, NS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     kk = tl.load(k_ptr + row)
@@ -277,18 +369,25 @@ def _topk_topp_sample_fwd_kernel(
     topp_on = pp < 1.0
     NSTEP: tl.constexpr = (V + BLOCK - 1) // BLOCK
     if topk_on | topp_on:
-        # 1. max and normalizer; 2. histogram and the bound; 3. compaction of its survivors.
-        if TWO_PASS:  # the histogram in the same sweep, below the first block's max
-            a = _anchor(lrow, offs, V)
-            m, z, hist = _slice_stats(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, True)
-        else:
-            m, z, _none = _slice_stats(lrow, 0, V, 0.0, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, False)
-            a = m
-            hist = _slice_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
-        jl = _bound(hist, kk, pp, z, topk_on, m - a, NB, INV_W)
         cbase_v = cand_v_ptr + row * V
         cbase_i = cand_i_ptr + row * V
-        n_c = _slice_compact(lrow, 0, V, a, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+        # 1. max and normalizer; 2. histogram and the bound (or the sample's guess); 3. compaction.
+        if ROUTE == 2:  # no histogram: the sample's guess, kept only if its survivors prove it
+            m, z, _none = _slice_stats(lrow, 0, V, 0.0, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, False)
+            b = _sample_bound(lrow, V, m, z, kk, pp, topk_on, NS)
+            n_c = _slice_compact(lrow, 0, V, b, 0, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, True)
+            if not _sampled_ok(cbase_v, n_c, b, m, z, kk, pp, topk_on, CB):
+                n_c = _hist_compact(lrow, V, m, z, kk, pp, topk_on, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W)
+        else:
+            if ROUTE == 1:  # the histogram in the same sweep, below the first block's max
+                a = _anchor(lrow, offs, V)
+                m, z, hist = _slice_stats(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, True)
+            else:
+                m, z, _none = _slice_stats(lrow, 0, V, 0.0, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, False)
+                a = m
+                hist = _slice_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
+            jl = _bound(hist, kk, pp, z, topk_on, m - a, NB, INV_W)
+            n_c = _slice_compact(lrow, 0, V, a, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
         best, best_i = _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB)
     else:
         best_i = _race_row(lrow, qrow, offs, V, NSTEP, BLOCK, PREFETCH)
@@ -308,7 +407,7 @@ def _row_stats(stats_ptr, row, S: tl.constexpr, SP: tl.constexpr):
 @triton.jit
 def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l, V: tl.constexpr, L: tl.constexpr,
                         S: tl.constexpr, BLOCK: tl.constexpr, NB: tl.constexpr, INV_W: tl.constexpr,
-                        PREFETCH: tl.constexpr, TWO_PASS: tl.constexpr):
+                        PREFETCH: tl.constexpr, ROUTE: tl.constexpr):
     """Split path, pass 1, one program per (row, slice of L tokens): the slice's max and normalizer,
     and on the two-pass route its histogram below the row's anchor, from the same sweep."""
     row = tl.program_id(0).to(tl.int64)
@@ -317,10 +416,10 @@ def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l,
         lo = sl * L
         lrow = logits_ptr + row * stride_l
         offs = tl.arange(0, BLOCK)
-        a = _anchor(lrow, offs, V) if TWO_PASS else 0.0
+        a = _anchor(lrow, offs, V) if ROUTE == 1 else 0.0
         m, z, hist = _slice_stats(lrow, lo, tl.minimum(lo + L, V), a, offs, L // BLOCK, BLOCK, NB, INV_W, PREFETCH,
-                                  TWO_PASS)
-        if TWO_PASS:
+                                  ROUTE == 1)
+        if ROUTE == 1:
             tl.store(hist_ptr + (row * S + sl) * NB + tl.arange(0, NB), hist)
         tl.store(stats_ptr + (row * S + sl) * 2, m)
         tl.store(stats_ptr + (row * S + sl) * 2 + 1, z)
@@ -344,7 +443,7 @@ def _split_hist_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l, 
 @triton.jit
 def _split_compact_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, cand_v_ptr, cand_i_ptr, count_ptr, stride_l,
                           V: tl.constexpr, L: tl.constexpr, S: tl.constexpr, SP: tl.constexpr, BLOCK: tl.constexpr,
-                          NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr, TWO_PASS: tl.constexpr):
+                          NB: tl.constexpr, INV_W: tl.constexpr, PREFETCH: tl.constexpr, ROUTE: tl.constexpr):
     """Split path, last streaming pass: the row's bound from the summed histograms, then the slice's
     survivors, compacted in index order into the slice's own segment of the row's scratch."""
     row = tl.program_id(0).to(tl.int64)
@@ -359,7 +458,7 @@ def _split_compact_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, cand_v_
         hists = tl.load(hist_ptr + (row * S + ss)[:, None] * NB + j[None, :], mask=(ss < S)[:, None], other=0)
         lrow = logits_ptr + row * stride_l
         offs = tl.arange(0, BLOCK)
-        if TWO_PASS:  # noqa: SIM108 (a constexpr branch)
+        if ROUTE == 1:  # noqa: SIM108 (a constexpr branch)
             a = _anchor(lrow, offs, V)
         else:
             a = m
@@ -424,9 +523,10 @@ BLOCK, NUM_WARPS, NB, INV_W, CB = 4096, 16, 256, 8.0, 512
 #: PREFETCH (the next block requested before the current one is used) doubles the bytes in flight
 #: again, at up to 35 more registers: on sm_90 it fits the 16-warp 4096 tile (112 registers) and the
 #: 4-warp 2048 one (122-161) without spills, while the 8-warp and 8192-wide tiles spill with it
-#: (scripts/preflight_sm90.py), so those two run without it. Each tile runs on both routes
-#: (TWO_PASS): the two-pass sweep holds the histogram beside the max and normalizer, so which
-#: route's reads are fewer and which one's registers allow more in flight is left to the timing.
+#: (scripts/preflight_sm90.py), so those two run without it. Each tile runs on all three routes
+#: (ROUTE): the two-pass sweep holds the histogram beside the max and normalizer, the sampled one
+#: holds none but keeps a larger survivor set, so which route's reads are fewer and which one's
+#: registers allow more in flight is left to the timing.
 _TILES = [
     ({"BLOCK": 4096, "PREFETCH": 0}, 16),
     ({"BLOCK": 8192, "PREFETCH": 0}, 16),
@@ -435,7 +535,8 @@ _TILES = [
     ({"BLOCK": 4096, "PREFETCH": 1}, 16),
     ({"BLOCK": 2048, "PREFETCH": 1}, 4),
 ]
-_GPU_CONFIGS = [triton.Config({**tile, "TWO_PASS": two}, num_warps=warps) for two in (0, 1) for tile, warps in _TILES]
+_GPU_CONFIGS = [triton.Config({**tile, "ROUTE": route}, num_warps=warps) for route in ROUTES.values()
+                for tile, warps in _TILES]
 _topk_topp_sample_tuned = triton.autotune(configs=_GPU_CONFIGS, key=["V", "B"])(_topk_topp_sample_fwd_kernel)
 
 
@@ -497,31 +598,38 @@ PICK_SHAPES = {"pick 512x4w": (512, 4), "pick 1024x8w": (1024, 8), "pick 2048x16
 PICK_DEFAULT = "pick 512x4w"
 
 
-def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblock: int, two_pass: bool,
+def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblock: int, route: str,
            pick: str = PICK_DEFAULT) -> None:
     """The split path: the streaming passes over (row, slice), then one program per row."""
     B, V = logits.shape
+    if route not in SPLIT_ROUTES:
+        raise ValueError(f"the split path's routes are {SPLIT_ROUTES}, not {route!r}")
+    rt = ROUTES[route]
     sp = triton.next_power_of_2(n_split)
     stats = torch.empty(B * n_split * 2, dtype=torch.float32, device=logits.device)
     hist = torch.empty(B * n_split * NB, dtype=torch.int32, device=logits.device)
     count = torch.empty(B * n_split, dtype=torch.int32, device=logits.device)
     meta = {"V": V, "L": length, "S": n_split, "BLOCK": sblock, "PREFETCH": 1, "num_warps": SPLIT_WARPS}
-    _split_stats_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), NB=NB, INV_W=INV_W,
-                                      TWO_PASS=two_pass, **meta)
-    if not two_pass:
+    _split_stats_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), NB=NB, INV_W=INV_W, ROUTE=rt,
+                                      **meta)
+    if rt == THREE_PASS:
         _split_hist_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), SP=sp, NB=NB, INV_W=INV_W, **meta)
     _split_compact_kernel[(B, n_split)](logits, k, p, stats, hist, cand_v, cand_i, count, logits.stride(0), SP=sp,
-                                        NB=NB, INV_W=INV_W, TWO_PASS=two_pass, **meta)
+                                        NB=NB, INV_W=INV_W, ROUTE=rt, **meta)
     cb, warps = PICK_SHAPES[pick]
     _split_pick_kernel[(B,)](logits, k, p, q, ids, stats, cand_v, cand_i, count, logits.stride(0), q.stride(0),
                              SP=sp, CB=cb, **{**meta, "num_warps": warps})
 
 
+#: The route the interpreter takes when none is forced (the GPU times all three).
+CPU_ROUTE = "two-pass"
+
+
 def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Tensor,
-            splits: int | None = None, two_pass: bool | None = None) -> torch.Tensor:
+            splits: int | None = None, route: str | None = None) -> torch.Tensor:
     """The expert, with the path forced for tests: ``splits`` = 1 the fused kernel, None the
-    choice by the row count, another number that many slices where the row allows; ``two_pass``
-    the route (None: timed on the GPU, two-pass in the interpreter)."""
+    choice by the row count, another number that many slices where the row allows; ``route`` one
+    of ``ROUTES`` (None: timed on the GPU, ``CPU_ROUTE`` in the interpreter)."""
     B, V = logits.shape
     if logits.stride(1) != 1 or q.stride(1) != 1:
         raise ValueError("rows of logits and q must be contiguous")
@@ -537,22 +645,22 @@ def _sample(logits: torch.Tensor, k: torch.Tensor, p: torch.Tensor, q: torch.Ten
         n_split, length = (1, V) if splits == 1 else _slices(V, splits, sblock)
     if n_split > 1:
         split_args = (logits, k, p, q, ids, cand_v, cand_i, n_split, length, sblock)
-        if two_pass is None and not cpu:
-            _pick_route({f"{name}, {pick}": functools.partial(_split, *split_args, two_pass=two, pick=pick)
-                         for name, two in (("three-pass", False), ("two-pass", True)) for pick in PICK_SHAPES},
+        if route is None and not cpu:
+            _pick_route({f"{name}, {pick}": functools.partial(_split, *split_args, route=name, pick=pick)
+                         for name in SPLIT_ROUTES for pick in PICK_SHAPES},
                         (B, V, n_split, logits.device))()
         else:
-            _split(*split_args, two_pass=two_pass is not False)
+            _split(*split_args, route=route or CPU_ROUTE)
         return ids
     args = (logits, k, p, q, ids, cand_v, cand_i, logits.stride(0), q.stride(0), B)
     block = min(BLOCK, triton.next_power_of_2(V))
-    if cpu or block < BLOCK or two_pass is not None:  # the interpreter, short rows, or a forced route
+    if cpu or block < BLOCK or route is not None:  # the interpreter, short rows, or a forced route
         _topk_topp_sample_fwd_kernel[(B,)](
-            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, PREFETCH=1, TWO_PASS=two_pass is not False,
-            num_warps=NUM_WARPS if block >= 4096 else 4,
+            *args, V=V, BLOCK=block, NB=NB, INV_W=INV_W, CB=CB, PREFETCH=1, ROUTE=ROUTES[route or CPU_ROUTE],
+            NS=SAMPLE_N_CPU if cpu else SAMPLE_N, num_warps=NUM_WARPS if block >= 4096 else 4,
         )
     else:
-        _topk_topp_sample_tuned[(B,)](*args, V=V, NB=NB, INV_W=INV_W, CB=CB)
+        _topk_topp_sample_tuned[(B,)](*args, V=V, NB=NB, INV_W=INV_W, CB=CB, NS=SAMPLE_N)
     return ids
 
 

@@ -21,14 +21,15 @@ B, V = 6, 20000
 inp = base.make_inputs({"B": B, "V": V, "filters": filters}, torch.Generator().manual_seed(filters), torch.device("cpu"))
 ids = {}
 for prefetch in (0, 1):
-    for two_pass in (0, 1):
+    for route in mod.ROUTES.values():
         out = torch.empty(B, dtype=torch.int64)
         cand_v = torch.empty(B, V)
         cand_i = torch.empty(B, V, dtype=torch.int32)
         mod._topk_topp_sample_fwd_kernel[(B,)](
             inp["logits"], inp["k"], inp["p"], inp["q"], out, cand_v, cand_i, V, V, B,
-            V=V, BLOCK=4096, NB=mod.NB, INV_W=mod.INV_W, CB=mod.CB, PREFETCH=prefetch, TWO_PASS=two_pass)
-        ids[prefetch, two_pass] = out
+            V=V, BLOCK=4096, NB=mod.NB, INV_W=mod.INV_W, CB=mod.CB, PREFETCH=prefetch, ROUTE=route,
+            NS=mod.SAMPLE_N_CPU)
+        ids[prefetch, route] = out
 want = base.topk_topp_sampling(**inp)
 for variant, got in ids.items():
     assert torch.equal(got, want), (variant, got.tolist(), want.tolist())

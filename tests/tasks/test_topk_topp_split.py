@@ -61,13 +61,13 @@ fused = mod._sample(**inp, splits=1)
 n_split, length = mod._slices(V, 3, mod.SPLIT_BLOCK_CPU)
 assert n_split == 3
 for pick in mod.PICK_SHAPES:
-    for two in (False, True):
+    for route in mod.SPLIT_ROUTES:
         ids = torch.full((B,), -1, dtype=torch.int64)
         cand_v = torch.empty(B, V, dtype=torch.float32)
         cand_i = torch.empty(B, V, dtype=torch.int32)
         mod._split(inp["logits"], inp["k"], inp["p"], inp["q"], ids, cand_v, cand_i, n_split, length,
-                   mod.SPLIT_BLOCK_CPU, two_pass=two, pick=pick)
-        assert torch.equal(ids, fused), (pick, two, ids.tolist(), fused.tolist())
+                   mod.SPLIT_BLOCK_CPU, route=route, pick=pick)
+        assert torch.equal(ids, fused), (pick, route, ids.tolist(), fused.tolist())
 print("ok")
 '''
 

@@ -1,10 +1,13 @@
-"""The topk-topp-sampling expert's two-pass route draws the same tokens as its three-pass route.
+"""The topk-topp-sampling expert's two-pass route draws the same tokens as its three-pass route
+(and, on the fused kernel, so does the sampled route).
 
 The two-pass route builds the histogram in the max-and-normalizer sweep, below an anchor known
 before the row is read (the max of the row's first block) instead of below the row's max. Its
 bound is safe only if the buckets fall monotonically with the logit and the first bucket, which
 holds everything above the anchor, is bounded by the row's max. These checks run both routes, on
-the fused kernel and on the split path, in Triton's interpreter:
+the fused kernel and on the split path, and the sampled route on the fused kernel (the ramps put
+the row's high tokens where a sample of evenly spaced tokens sees them least evenly), in Triton's
+interpreter:
 
 - on the task's own inputs with every filter mode;
 - on rows built so that the first block's max is far below the rest of the row (a rising ramp:
@@ -52,9 +55,9 @@ else:
     inp = {"logits": logits, "k": k, "p": p, "q": q}
 want = base.topk_topp_sampling(**inp)
 for splits in (1, 3):
-    for two_pass in (False, True):
-        got = mod._sample(**inp, splits=splits, two_pass=two_pass)
-        assert torch.equal(got, want), (kind, splits, two_pass, got.tolist(), want.tolist())
+    for route in mod.ROUTES if splits == 1 else mod.SPLIT_ROUTES:
+        got = mod._sample(**inp, splits=splits, route=route)
+        assert torch.equal(got, want), (kind, splits, route, got.tolist(), want.tolist())
 print("ok")
 '''
 
