@@ -20,7 +20,7 @@ device. Three launches, split as in flash-linear-attention:
    program per chunk and value head for both, so T is loaded once). The first kernel compiles to
    255 registers with spills on sm_90 (small products with many warps hold whole operands in every
    warp), the second to 168 with none (128 with spills when capped, which the H100 picked), the
-   split's two to 134 (126 capped, no spills) and 86: phase 1 was latency-bound, and T's chain of
+   split's two to 134 (126 capped, no spills) and 64-68: phase 1 was latency-bound, and T's chain of
    small products alone, in fewer registers, lets two programs share an SM without spilling. The
    three-launch route goes further and gives the chain a program of its own size:
    ``_gdr_qkk_fwd_kernel`` (8 warps, one program per chunk and q/k head) forms the normalized rows,
@@ -691,8 +691,11 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
                                             KC=min(64, bk, bv_full), num_warps=8, **regs)
 
     def wu_from(tmat: torch.Tensor) -> None:  # the split routes' last launch: W and U from the stored T
+        # 32 columns a product: of the five W/U shapes timed as routes on an H100 (4 or 8 warps; 32,
+        # 64 or 128 columns), this one won at both phase-1 shapes (session 25: 1,157 -> 1,101 us at
+        # W1's, 2,270 -> 2,262 at W3's); 64-68 registers on sm_90, no spills.
         _gdr_wu_fwd_kernel[(HV * n_slots,)](k, v, beta, gam, w, u, tmat, cu_seqlens, H, HV, K, V, **wy_meta,
-                                           KC=min(64, bk, bv_full), num_warps=4)
+                                           KC=min(32, bk, bv_full), num_warps=4)
 
     def wy_split(**regs: int) -> None:
         tmat = torch.empty(n_slots, HV, CHUNK, CHUNK, dtype=torch.float32, device=dev)
@@ -743,7 +746,7 @@ def _forward(q, k, v, g, beta, initial_state, cu_seqlens, scale: float, n_final:
     # SM (docs/results/preflight-sm90-table.md); which is faster is for the timing to say. That
     # capped build won on the H100 (session 19) with the phase still latency-bound, which is what
     # the split route is for: T's kernel alone needs 134 registers (so capped at 128 it spills
-    # little), and W and U stream from the stored T at 86 registers, 4 warps. The three-launch
+    # little), and W and U stream from the stored T at 64-68 registers, 4 warps. The three-launch
     # route moves the chain into programs of one or two warps, many an SM; it won at every shape
     # on the H100 (session 23).
     routes = {"blocks": wy_blocks, "64-row": wy_64, "64-row-128-regs": lambda: wy_64(maxnreg=128),
