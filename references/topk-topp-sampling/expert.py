@@ -1,18 +1,18 @@
-"""Expert Triton kernel for T22 ``topk-topp-sampling``: no sort; rows fused, or split when few.
+"""Expert Triton kernel for T22 ``topk-topp-sampling``: no row sort; rows fused, or split when few.
 
 Per row:
 
 1. Stream the row once for its max M and softmax normalizer Z (online, per lane).
 2. Stream it again into a 256-bucket histogram of (A - logit) in steps of 1/8 (``tl.histogram``),
-   below an anchor A; everything above A - 1/8 lands in the first bucket. From the
-   counts alone this gives a safe lower bound L on the final threshold: with top-k on, the first
+   below an anchor A; everything above A - 1/8 lands in the first bucket. From the counts alone
+   this gives a safe lower bound L on the final threshold: with top-k on, the first
    bucket whose cumulative count reaches k (the whole top-k set lies above it); with top-p only,
    the first bucket below which an upper bound of the remaining mass (each token counted at its
    bucket's largest possible probability, never above M) is at most (1 - p) Z.
 3. Stream it a third time (mostly from L2) and compact the (value, index) pairs above L, in index
    order, into a per-row scratch: typically a few hundred to a few thousand survivors.
 
-Two routes differ in the anchor. The three-pass route anchors at M, so passes 1 and 2 are
+The two histogram routes differ in the anchor. The three-pass route anchors at M, so passes 1 and 2 are
 separate sweeps. The two-pass route anchors at the max of the row's first block, known before
 the row is streamed, so the histogram is built in pass 1's sweep and the row is read twice, not
 three times; the bound is as safe (the buckets still fall monotonically with the logit, and the
@@ -203,11 +203,12 @@ def _bound(hist, kk, pp, z, topk_on, d, NB: tl.constexpr, INV_W: tl.constexpr):
 @triton.jit
 def _sample_bound(lrow, V, m, z, kk, pp, topk_on, NS: tl.constexpr):
     """The sampled route's guess at a lower bound on the final threshold, from NS of the row's
-    tokens (32 evenly spaced runs of adjacent tokens, so each run is a coalesced read): with top-k on, the sample's value at rank k / f plus two standard deviations and a
-    margin (f = V / NS tokens per sampled one); with top-p only, the largest sampled value whose
-    sampled mass below it, scaled by f, is at most 0.35 (1 - p) Z. Only a guess: the
-    caller keeps it only if its survivors prove it (``_sampled_ok``), so a row the sample
-    misjudges costs time, never a wrong token."""
+    tokens (32 evenly spaced runs of adjacent tokens, so each run is a coalesced read). With top-k
+    on: the sample's value at rank k / f plus two standard deviations and a margin (f = V / NS
+    tokens per sampled one). With top-p only: the largest sampled value whose sampled mass below
+    it, scaled by f, is at most 0.35 (1 - p) Z. Only a guess: the caller keeps it only if its
+    survivors prove it (``_sampled_ok``), so a row the sample misjudges costs time, never a wrong
+    token."""
     i = tl.arange(0, NS)
     NCH: tl.constexpr = 32
     CHUNK: tl.constexpr = NS // NCH
@@ -621,7 +622,8 @@ def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblo
                              SP=sp, CB=cb, **{**meta, "num_warps": warps})
 
 
-#: The route the interpreter takes when none is forced (the GPU times all three).
+#: The route the interpreter takes when none is forced (the GPU times them: ``_pick_route`` on the
+#: split path, the autotuner on the fused kernel).
 CPU_ROUTE = "two-pass"
 
 
