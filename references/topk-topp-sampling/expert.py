@@ -340,9 +340,10 @@ def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.co
     return best, best_i
 
 
-#: The three routes (the ``ROUTE`` constexpr): where the bound on the threshold comes from.
-THREE_PASS, TWO_PASS, SAMPLED = 0, 1, 2
-ROUTES = {"three-pass": THREE_PASS, "two-pass": TWO_PASS, "sampled": SAMPLED}
+#: The three routes (the ``ROUTE`` constexpr): where the bound on the threshold comes from. The
+#: kernels compare ``ROUTE`` with these names; the host passes the values by route name.
+THREE_PASS, TWO_PASS, SAMPLED = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+ROUTES = {"three-pass": THREE_PASS.value, "two-pass": TWO_PASS.value, "sampled": SAMPLED.value}
 #: The split path's routes. The sampled one was timed there too and lost at both split workloads
 #: on an H100 (session 25, W1: 462-481 against 293 us, W2: 1,131-1,722 against 826 us): its
 #: looser guess keeps two to three times the survivors, and the per-row pick, already the split
@@ -373,14 +374,14 @@ def _topk_topp_sample_fwd_kernel(
         cbase_v = cand_v_ptr + row * V
         cbase_i = cand_i_ptr + row * V
         # 1. max and normalizer; 2. histogram and the bound (or the sample's guess); 3. compaction.
-        if ROUTE == 2:  # no histogram: the sample's guess, kept only if its survivors prove it
+        if ROUTE == SAMPLED:  # no histogram: the sample's guess, kept only if its survivors prove it
             m, z, _none = _slice_stats(lrow, 0, V, 0.0, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, False)
             b = _sample_bound(lrow, V, m, z, kk, pp, topk_on, NS)
             n_c = _slice_compact(lrow, 0, V, b, 0, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, True)
             if not _sampled_ok(cbase_v, n_c, b, m, z, kk, pp, topk_on, CB):
                 n_c = _hist_compact(lrow, V, m, z, kk, pp, topk_on, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W)
         else:
-            if ROUTE == 1:  # the histogram in the same sweep, below the first block's max
+            if ROUTE == TWO_PASS:  # the histogram in the same sweep, below the first block's max
                 a = _anchor(lrow, offs, V)
                 m, z, hist = _slice_stats(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH, True)
             else:
@@ -417,10 +418,10 @@ def _split_stats_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, stride_l,
         lo = sl * L
         lrow = logits_ptr + row * stride_l
         offs = tl.arange(0, BLOCK)
-        a = _anchor(lrow, offs, V) if ROUTE == 1 else 0.0
+        a = _anchor(lrow, offs, V) if ROUTE == TWO_PASS else 0.0
         m, z, hist = _slice_stats(lrow, lo, tl.minimum(lo + L, V), a, offs, L // BLOCK, BLOCK, NB, INV_W, PREFETCH,
-                                  ROUTE == 1)
-        if ROUTE == 1:
+                                  ROUTE == TWO_PASS)
+        if ROUTE == TWO_PASS:
             tl.store(hist_ptr + (row * S + sl) * NB + tl.arange(0, NB), hist)
         tl.store(stats_ptr + (row * S + sl) * 2, m)
         tl.store(stats_ptr + (row * S + sl) * 2 + 1, z)
@@ -459,7 +460,7 @@ def _split_compact_kernel(logits_ptr, k_ptr, p_ptr, stats_ptr, hist_ptr, cand_v_
         hists = tl.load(hist_ptr + (row * S + ss)[:, None] * NB + j[None, :], mask=(ss < S)[:, None], other=0)
         lrow = logits_ptr + row * stride_l
         offs = tl.arange(0, BLOCK)
-        if ROUTE == 1:  # noqa: SIM108 (a constexpr branch)
+        if ROUTE == TWO_PASS:  # noqa: SIM108 (a constexpr branch)
             a = _anchor(lrow, offs, V)
         else:
             a = m
@@ -613,7 +614,7 @@ def _split(logits, k, p, q, ids, cand_v, cand_i, n_split: int, length: int, sblo
     meta = {"V": V, "L": length, "S": n_split, "BLOCK": sblock, "PREFETCH": 1, "num_warps": SPLIT_WARPS}
     _split_stats_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), NB=NB, INV_W=INV_W, ROUTE=rt,
                                       **meta)
-    if rt == THREE_PASS:
+    if route == "three-pass":
         _split_hist_kernel[(B, n_split)](logits, k, p, stats, hist, logits.stride(0), SP=sp, NB=NB, INV_W=INV_W, **meta)
     _split_compact_kernel[(B, n_split)](logits, k, p, stats, hist, cand_v, cand_i, count, logits.stride(0), SP=sp,
                                         NB=NB, INV_W=INV_W, ROUTE=rt, **meta)
