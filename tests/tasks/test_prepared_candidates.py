@@ -1,0 +1,63 @@
+"""Prepared candidates: expert changes that wait for device time, kept as patches.
+
+A session without a GPU can still write and check a kernel change on the CPU; it cannot land it,
+because only a timed same-run A/B on the device says whether the change is faster, and for a
+GPU-only path (one the interpreter cannot run) whether it is correct at all. Such a change is
+stored as a patch under ``docs/results/h100-runs/`` with the commands that time it (h200.md's
+plan). So that a waiting patch does not rot while the tree moves on, CI checks here that each one
+still applies to the tree and that the tests it brings pass with it applied. A session that times
+a candidate lands it or not, and takes it off ``WAITING``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks.registry import REPO_ROOT
+
+RESULTS = REPO_ROOT / "docs/results/h100-runs"
+#: Patches waiting for their device A/B.
+WAITING = ["s26-candidate-w4a16-regdq.patch"]
+#: What a copy of the tree needs to run a candidate's tests.
+TREE = ["evaluator", "tasks", "references", "guidance", "scripts", "tests", "pyproject.toml"]
+
+
+def _added_tests(patch: Path) -> list[str]:
+    return [p for p in re.findall(r"^\+\+\+ b/(\S+)$", patch.read_text(), re.M)
+            if p.startswith("tests/") and p.endswith(".py")]
+
+
+@pytest.mark.parametrize("name", WAITING)
+def test_a_waiting_candidate_still_applies_to_the_tree(name: str) -> None:
+    patch = RESULTS / name
+    assert patch.is_file(), f"{name} is listed as waiting but is not in {RESULTS}"
+    proc = subprocess.run(["git", "apply", "--check", str(patch)], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{name} no longer applies; rebase it on the tree: {proc.stderr}"
+
+
+@pytest.mark.parametrize("name", WAITING)
+def test_a_waiting_candidates_own_tests_pass_with_it_applied(name: str, tmp_path: Path) -> None:
+    patch = RESULTS / name
+    tests = _added_tests(patch)
+    assert tests, f"{name} brings no test: a candidate must say how the CPU checks it"
+    for entry in TREE:
+        src = REPO_ROOT / entry
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / entry, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, tmp_path / entry)
+    proc = subprocess.run(["git", "apply", str(patch)], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:django",
+                           "-p", "no:xdist", *tests], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
