@@ -1,0 +1,59 @@
+"""topk-topp-sampling's kernels read back what other warps of their program wrote; the warps must
+not run apart in between.
+
+The split pick moves each row's survivor segments together in place before it picks: it reads a
+chunk of a segment and writes it further left. Where a segment moves by less than a chunk, a warp
+already storing the next chunk would overwrite slots another warp has not loaded yet; and the pick
+then reads slots other warps wrote. The interpreter runs a program's lanes in lockstep and cannot
+show either race, so this reads the sm_90 builds instead: in every kernel's PTX each global store
+is followed by a barrier before the next global load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tasks.registry import get_task
+
+pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
+                                reason="compiles for sm_90, not the interpreter")
+
+
+def unsynced_stores(ptx: str) -> list[int]:
+    """Line numbers of global stores that a later global load follows with no ``bar.sync`` between
+    them (in the PTX's text order, which keeps each loop body after its header)."""
+    pending: list[int] = []
+    bad: list[int] = []
+    for n, line in enumerate(ptx.splitlines(), 1):
+        if re.search(r"\bst\.global\b", line):
+            pending.append(n)
+        elif "bar.sync" in line:
+            pending.clear()
+        elif re.search(r"\bld\.global\b", line) and pending:
+            bad.extend(pending)
+            pending.clear()
+    return bad
+
+
+def test_the_check_finds_a_store_with_no_barrier_before_the_next_load() -> None:
+    assert unsynced_stores("st.global.b32 [a], b;\nld.global.b32 c, [a];") == [1]
+    assert unsynced_stores("st.global.b32 [a], b;\nbar.sync 0;\nld.global.b32 c, [a];") == []
+
+
+@pytest.mark.parametrize("workload", ["W1", "W2", "W3"])
+def test_every_store_of_the_sampling_kernels_is_fenced_by_a_barrier(workload, tmp_path) -> None:
+    """The split pick by its explicit barriers; the other kernels (the fused one, whose pick reads
+    what its compaction wrote, and the split sweeps) by the block-wide reductions after their stores."""
+    from tests.evaluator.test_preflight_sm90 import _script
+
+    pf = _script()
+    (report,) = pf.preflight(get_task("topk-topp-sampling"), [workload], False, {}, tmp_path)
+    assert report.error == "", report.error
+    ptxs = sorted(tmp_path.glob("*.ptx"))
+    split = workload != "W3"  # W1 and W2 take the split path, W3 the fused kernel
+    assert any(p.name.startswith("_split_pick_kernel-") for p in ptxs) == split, [p.name for p in ptxs]
+    for ptx in ptxs:
+        assert unsynced_stores(ptx.read_text()) == [], ptx.name
