@@ -492,17 +492,18 @@ def _split_pick_kernel(logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, stats_ptr, cand
         coffs = tl.arange(0, CB)
         n_c = 0
         for sl in tl.static_range(S):
-            # A segment moves left or stays (n_c <= sl * L), chunk by chunk. Each chunk is loaded
-            # whole before it is stored, and the barrier after each chunk keeps the warps together:
-            # where a segment moves by less than a chunk, one warp's stores of the next chunk would
-            # otherwise overwrite slots another warp has not loaded yet, and the pick below reads
-            # slots other warps wrote.
+            # A segment moves left or stays (n_c <= sl * L), chunk by chunk, and barriers keep the
+            # warps together: where a segment moves by less than a chunk, one warp's stores would
+            # otherwise overwrite slots of the same or the next chunk that another warp has not
+            # loaded yet, so every warp loads its part of a chunk before any stores, and stores
+            # it before any loads the next; the pick below then reads slots other warps wrote.
             n_s = tl.load(count_ptr + row * S + sl)
             c0 = 0
             while c0 < n_s:
                 cm = c0 + coffs < n_s
                 v = tl.load(cbase_v + sl * L + c0 + coffs, mask=cm)
                 i = tl.load(cbase_i + sl * L + c0 + coffs, mask=cm)
+                tl.debug_barrier()
                 tl.store(cbase_v + n_c + c0 + coffs, v, mask=cm)
                 tl.store(cbase_i + n_c + c0 + coffs, i, mask=cm)
                 tl.debug_barrier()
