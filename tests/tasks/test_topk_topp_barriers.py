@@ -23,44 +23,35 @@ pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
                                 reason="compiles for sm_90, not the interpreter")
 
 
-def unsynced_stores(ptx: str) -> list[int]:
-    """Line numbers of global stores that a later global load follows with no ``bar.sync`` between
-    them (in the PTX's text order, which keeps each loop body after its header)."""
+STORE, LOAD = r"\bst\.global\b", r"\bld\.global\b"
+
+
+def unfenced(ptx: str, first: str, then: str) -> list[int]:
+    """Line numbers of instructions matching ``first`` that one matching ``then`` follows with no
+    ``bar.sync`` between them, in the PTX's text order (which keeps each loop body after its header).
+
+    Global stores before global loads: another warp may load a slot before this warp's store lands.
+    Global loads before global stores, in a kernel that moves data in place: another warp may
+    overwrite a slot this warp has not loaded yet.
+    """
     pending: list[int] = []
     bad: list[int] = []
     for n, line in enumerate(ptx.splitlines(), 1):
-        if re.search(r"\bst\.global\b", line):
+        if re.search(first, line):
             pending.append(n)
         elif "bar.sync" in line:
             pending.clear()
-        elif re.search(r"\bld\.global\b", line) and pending:
-            bad.extend(pending)
-            pending.clear()
-    return bad
-
-
-def unsynced_loads(ptx: str, store: str = r"\bst\.global\b") -> list[int]:
-    """Line numbers of global loads that a later global store (matching ``store``) follows with no
-    ``bar.sync`` between them: in a kernel that moves data in place, another warp's load of a slot
-    may still be pending when one warp overwrites it."""
-    pending: list[int] = []
-    bad: list[int] = []
-    for n, line in enumerate(ptx.splitlines(), 1):
-        if re.search(r"\bld\.global\b", line):
-            pending.append(n)
-        elif "bar.sync" in line:
-            pending.clear()
-        elif re.search(store, line) and pending:
+        elif re.search(then, line) and pending:
             bad.extend(pending)
             pending.clear()
     return bad
 
 
 def test_the_check_finds_a_store_with_no_barrier_before_the_next_load() -> None:
-    assert unsynced_stores("st.global.b32 [a], b;\nld.global.b32 c, [a];") == [1]
-    assert unsynced_stores("st.global.b32 [a], b;\nbar.sync 0;\nld.global.b32 c, [a];") == []
-    assert unsynced_loads("ld.global.b32 c, [a];\nst.global.b32 [b], c;") == [1]
-    assert unsynced_loads("ld.global.b32 c, [a];\nbar.sync 0;\nst.global.b32 [b], c;") == []
+    assert unfenced("st.global.b32 [a], b;\nld.global.b32 c, [a];", STORE, LOAD) == [1]
+    assert unfenced("st.global.b32 [a], b;\nbar.sync 0;\nld.global.b32 c, [a];", STORE, LOAD) == []
+    assert unfenced("ld.global.b32 c, [a];\nst.global.b32 [b], c;", LOAD, STORE) == [1]
+    assert unfenced("ld.global.b32 c, [a];\nbar.sync 0;\nst.global.b32 [b], c;", LOAD, STORE) == []
 
 
 @pytest.mark.parametrize("workload", ["W1", "W2", "W3"])
@@ -76,8 +67,8 @@ def test_every_store_of_the_sampling_kernels_is_fenced_by_a_barrier(workload, tm
     split = workload != "W3"  # W1 and W2 take the split path, W3 the fused kernel
     assert any(p.name.startswith("_split_pick_kernel-") for p in ptxs) == split, [p.name for p in ptxs]
     for ptx in ptxs:
-        assert unsynced_stores(ptx.read_text()) == [], ptx.name
+        assert unfenced(ptx.read_text(), STORE, LOAD) == [], ptx.name
         if ptx.name.startswith("_split_pick_kernel-"):  # moves survivors in place: loads fenced too
             # the move's stores are 32-bit (values, indices); the sampled id, the kernel's only
             # 64-bit store, goes to its own output, which nothing loads
-            assert unsynced_loads(ptx.read_text(), r"\bst\.global\.b32\b") == [], ptx.name
+            assert unfenced(ptx.read_text(), LOAD, r"\bst\.global\.b32\b") == [], ptx.name
