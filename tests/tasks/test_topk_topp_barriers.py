@@ -12,16 +12,12 @@ split pick each global load by a barrier before the next store of a candidate.
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
 from tasks.registry import get_task
-
-pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
-                                reason="compiles for sm_90, not the interpreter")
-
+from tests.evaluator.test_preflight_sm90 import pf  # noqa: F401 (the sm_90 preflight, as a fixture)
 
 STORE, LOAD = r"\bst\.global\b", r"\bld\.global\b"
 
@@ -55,12 +51,9 @@ def test_the_check_finds_a_store_with_no_barrier_before_the_next_load() -> None:
 
 
 @pytest.mark.parametrize("workload", ["W1", "W2", "W3"])
-def test_every_store_of_the_sampling_kernels_is_fenced_by_a_barrier(workload, tmp_path) -> None:
+def test_every_store_of_the_sampling_kernels_is_fenced_by_a_barrier(workload, tmp_path, pf) -> None:  # noqa: F811
     """The split pick by its explicit barriers; the other kernels (the fused one, whose pick reads
     what its compaction wrote, and the split sweeps) by the block-wide reductions after their stores."""
-    from tests.evaluator.test_preflight_sm90 import _script
-
-    pf = _script()
     (report,) = pf.preflight(get_task("topk-topp-sampling"), [workload], False, {}, tmp_path)
     assert report.error == "", report.error
     ptxs = sorted(tmp_path.glob("*.ptx"))
