@@ -5,7 +5,8 @@ because only a timed same-run A/B on the device says whether the change is faste
 GPU-only path (one the interpreter cannot run) whether it is correct at all. Such a change is
 stored as a patch under ``docs/results/h100-runs/`` with the commands that time it (h200.md's
 plan). So that a waiting patch does not rot while the tree moves on, CI checks here that each one
-still applies to the tree and that the tests it brings pass with it applied. A session that times
+still applies to the tree and that the tests it brings, and the planted-bug edits (which anchor on
+the experts' text), pass with it applied. A session that times
 a candidate lands it or not, and takes it off ``WAITING``.
 """
 
@@ -57,7 +58,9 @@ def test_a_waiting_candidates_own_tests_pass_with_it_applied(name: str, tmp_path
     assert proc.returncode == 0, proc.stderr
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
     env["PYTHONPATH"] = str(tmp_path)
+    # With them, the planted-bug corpus (fast, no interpreter): its edits anchor on the experts'
+    # exact text, so a candidate that moves a line one of them needs would break it on landing.
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:django",
-                           "-p", "no:xdist", *tests], cwd=tmp_path, capture_output=True, text=True, env=env,
+                           "-p", "no:xdist", *tests, "tests/tasks/test_planted_edits.py"], cwd=tmp_path, capture_output=True, text=True, env=env,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
