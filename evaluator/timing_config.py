@@ -59,6 +59,15 @@ class TimingConfig:
     # pair of thresholds, a rejection above the second (fraction of the median, and ms).
     escape_finding: tuple[float, float] = (0.2, 0.03)
     escape_reject: tuple[float, float] = (0.5, 0.1)
+    # A rejection also needs the excess above this fraction of the floor itself (the expert
+    # twin's round-trip overhead): that overhead is mostly the worker's own per-call work (the
+    # output copy, the op block's check), which differs between two processes of one set-up by
+    # a share of its size. On an H100 in session 27 the twins' overheads of 1.5-2.2 ms differed by
+    # up to 283 µs between two honest topk experts (docs/results/h100-runs/s27-ab-topk-shrinking.json,
+    # W3), and the old w4a16 expert, run as the candidate, was rejected at 241 µs over its twin
+    # (206 µs median, so above max(50%, 0.1 ms)). Above the finding thresholds it stays a finding;
+    # the timer cheats of the corpus exceed the floor by milliseconds (docs/results/anti-cheat.md).
+    escape_reject_of_floor: float = 0.25
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TimingConfig:
