@@ -6,8 +6,8 @@ GPU-only path (one the interpreter cannot run) whether it is correct at all. Suc
 stored as a patch under ``docs/results/h100-runs/`` with the commands that time it (h200.md's
 plan). So that a waiting patch does not rot while the tree moves on, CI checks here that each one
 still applies to the tree and that the tests it brings, and the planted-bug edits (which anchor on
-the experts' text), pass with it applied. A session that times
-a candidate lands it or not, and takes it off ``WAITING``.
+the experts' text), pass with it applied. A session that times a candidate lands it or not, and
+takes it off ``WAITING``.
 """
 
 from __future__ import annotations
@@ -61,6 +61,6 @@ def test_a_waiting_candidates_own_tests_pass_with_it_applied(name: str, tmp_path
     # With them, the planted-bug corpus (fast, no interpreter): its edits anchor on the experts'
     # exact text, so a candidate that moves a line one of them needs would break it on landing.
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:django",
-                           "-p", "no:xdist", *tests, "tests/tasks/test_planted_edits.py"], cwd=tmp_path, capture_output=True, text=True, env=env,
-                          timeout=600)
+                           "-p", "no:xdist", *tests, "tests/tasks/test_planted_edits.py"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
