@@ -263,39 +263,92 @@ def _hist_compact(lrow, V, m, z, kk, pp, topk_on, cbase_v, cbase_i, offs, NSTEP:
 
 
 @triton.jit
-def _search(lo, hi, target, cbase_v, n_c, m, BY_MASS: tl.constexpr, CB: tl.constexpr):
+def _search(lo, hi, target, cbase_v, n_c, room, m, BY_MASS: tl.constexpr, ZK_FIRST: tl.constexpr, CB: tl.constexpr):
     """The largest integer key in [lo, hi) whose survivors at or above it reach ``target``: by
-    count (the k-th value), or by exp-mass (the top-p threshold). A 16-way search: each pass over
-    the survivors tests 16 thresholds at once, so about 8 passes instead of 32 halvings."""
+    count (the k-th value), or by exp-mass (the top-p threshold). With ``ZK_FIRST`` the target is
+    ``target`` times the mass at or above ``lo`` (the top-k mass), summed in the first pass. A
+    16-way search: each pass tests 16 thresholds at once, so about 8 passes instead of 32 halvings.
+
+    The passes shrink. Only survivors inside the interval can still fall on either side of a
+    threshold, so each pass from the second (from the first with ``ZK_FIRST``, whose interval
+    already leaves out the survivors below the k-th value) also compacts the ones inside its
+    interval into a work area after the survivors, and adds the count or mass of those above it to
+    a constant. The next pass reads only the work area, compacted in place from then on (two
+    barriers a chunk, as in the split pick's move). Where the survivors spread evenly over the
+    keys a pass keeps about 1/17 of its elements, so a search reads the survivors about twice
+    instead of eight times. A working set of one chunk is left where it is (its pass is one load
+    either way), and with fewer than ``n_c`` free slots after the survivors (``room``: over half
+    the row kept) every pass reads all of them, as before."""
     coffs = tl.arange(0, CB)
     frac = (tl.arange(0, 16) + 1).to(tl.int64)
+    wbase = cbase_v + n_c
+    off = 0  # the working set: the survivors (0), or the work area (n_c) once a pass wrote it
+    n_src = n_c
+    if BY_MASS:  # noqa: SIM108 (constexpr branches: the count search stays in int32, no exponentials)
+        dropped = 0.0
+    else:
+        dropped = 0
+    npass = 0
+    tmul = target
     while hi - lo > 1:
         mids = lo + ((hi - lo) * frac) // 17
-        if BY_MASS:  # noqa: SIM108 (constexpr branches: the count search stays in int32, no exponentials)
+        write = ((npass > 0) | ZK_FIRST) & (n_src > CB) & ((off > 0) | (room >= n_c))
+        if BY_MASS:
             acc = tl.zeros((16,), tl.float32)
+            top = 0.0
+            zsum = 0.0
         else:
             acc = tl.zeros((16,), tl.int32)
+            top = 0
+            zsum = 0
+        n_w = 0
         c0 = 0
-        while c0 < n_c:
-            cm = c0 + coffs < n_c
-            v = tl.load(cbase_v + c0 + coffs, mask=cm, other=float("-inf"))
-            above = _key(v).to(tl.int64)[:, None] >= mids[None, :]
+        while c0 < n_src:
+            cm = c0 + coffs < n_src
+            v = tl.load(cbase_v + off + c0 + coffs, mask=cm, other=float("-inf"))
+            kv = _key(v).to(tl.int64)
+            # Every element at or above a threshold counts, those above the interval too: the
+            # same sums as over all survivors once ``dropped`` (the ones left behind) is added.
+            above = kv[:, None] >= mids[None, :]
             if BY_MASS:
                 ev = tl.where(cm, tl.exp2((v - m) * LOG2E), 0.0)
                 acc += tl.sum(tl.where(above, ev[:, None], 0.0), axis=0)
+                if ZK_FIRST:  # noqa: SIM102 (a constexpr branch around a runtime one)
+                    if npass == 0:
+                        zsum += tl.sum(tl.where(kv >= lo, ev, 0.0), axis=0)
             else:
                 acc += tl.sum((above & cm[:, None]).to(tl.int32), axis=0)
+            if write:
+                inside = cm & (kv >= lo) & (kv < hi)
+                if BY_MASS:
+                    top += tl.sum(tl.where(kv >= hi, ev, 0.0), axis=0)
+                else:
+                    top += tl.sum((cm & (kv >= hi)).to(tl.int32), axis=0)
+                pos = tl.cumsum(inside.to(tl.int32), axis=0) - 1
+                tl.debug_barrier()
+                tl.store(wbase + n_w + pos, v, mask=inside)
+                tl.debug_barrier()
+                n_w += tl.sum(inside.to(tl.int32), axis=0)
             c0 += CB
-        ge = acc >= target
+        if ZK_FIRST:  # noqa: SIM102 (a constexpr branch around a runtime one)
+            if npass == 0:
+                target = tmul * (dropped + zsum)
+        ge = (acc + dropped) >= target
+        if write:
+            off = n_c
+            n_src = n_w
+            dropped += top
         lo = tl.maximum(lo, tl.max(tl.where(ge, mids, lo), axis=0))
         hi = tl.minimum(hi, tl.min(tl.where(ge, hi, mids), axis=0))
+        npass += 1
     return lo
 
 
 @triton.jit
-def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.constexpr):
-    """Step 4 on the ``n_c`` survivors at ``cbase_v``/``cbase_i`` (index order): the exact k-th
-    value, the top-k mass, the exact top-p threshold and the race. Returns (score, index)."""
+def _pick(cbase_v, cbase_i, n_c, V, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.constexpr):
+    """Step 4 on the ``n_c`` survivors at ``cbase_v``/``cbase_i`` (index order; the row's scratch
+    holds V slots, the ones after the survivors the searches' work area): the exact k-th value,
+    the top-k mass, the exact top-p threshold and the race. Returns (score, index)."""
     neg_inf = float("-inf")
     best = neg_inf
     best_i = 2147483647
@@ -309,23 +362,19 @@ def _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB: tl.co
         lo_f = tl.minimum(lo_f, tl.min(tl.load(cbase_v + c0 + coffs, mask=cm, other=float("inf")), axis=0))
         c0 += CB
     lo = _key(lo_f).to(tl.int64)
+    room = V - n_c
     if topk_on:
-        lo = _search(lo, hi, kk, cbase_v, n_c, m, False, CB)
+        lo = _search(lo, hi, kk, cbase_v, n_c, room, m, False, False, CB)
     tk = lo
-    # 4b. top-k mass (the whole row's normalizer when top-k is off).
-    zk = z
-    if topk_on:
-        zk = 0.0
-        c0 = 0
-        while c0 < n_c:
-            cm = c0 + coffs < n_c
-            v = tl.load(cbase_v + c0 + coffs, mask=cm, other=neg_inf)
-            zk += tl.sum(tl.where(cm & (_key(v).to(tl.int64) >= tk), tl.exp2((v - m) * LOG2E), 0.0), axis=0)
-            c0 += CB
-    # 4c. top-p threshold: the largest key whose mass at or above it still reaches p * zk.
+    # 4b-c. top-p threshold: the largest key whose mass at or above it still reaches p * zk, where
+    # zk is the top-k mass (summed in the search's first pass, which with top-k on also drops the
+    # survivors below the k-th value) or, with top-k off, the whole row's normalizer.
     thr = tk
     if topp_on:
-        thr = _search(tk, _key(m).to(tl.int64) + 1, pp * zk, cbase_v, n_c, m, True, CB)
+        if topk_on:
+            thr = _search(tk, _key(m).to(tl.int64) + 1, pp, cbase_v, n_c, room, m, True, True, CB)
+        else:
+            thr = _search(tk, _key(m).to(tl.int64) + 1, pp * z, cbase_v, n_c, room, m, True, False, CB)
     # 4d. exponential race over the kept survivors; noise read only where kept.
     c0 = 0
     while c0 < n_c:
@@ -390,7 +439,7 @@ def _topk_topp_sample_fwd_kernel(
                 hist = _slice_hist(lrow, 0, V, a, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
             jl = _bound(hist, kk, pp, z, topk_on, m - a, NB, INV_W)
             n_c = _slice_compact(lrow, 0, V, a, jl, cbase_v, cbase_i, offs, NSTEP, BLOCK, NB, INV_W, PREFETCH)
-        best, best_i = _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB)
+        best, best_i = _pick(cbase_v, cbase_i, n_c, V, m, z, kk, pp, topk_on, topp_on, qrow, CB)
     else:
         best_i = _race_row(lrow, qrow, offs, V, NSTEP, BLOCK, PREFETCH)
     tl.store(ids_ptr + row, best_i.to(tl.int64))
@@ -509,7 +558,7 @@ def _split_pick_kernel(logits_ptr, k_ptr, p_ptr, q_ptr, ids_ptr, stats_ptr, cand
                 tl.debug_barrier()
                 c0 += CB
             n_c += n_s
-        best, best_i = _pick(cbase_v, cbase_i, n_c, m, z, kk, pp, topk_on, topp_on, qrow, CB)
+        best, best_i = _pick(cbase_v, cbase_i, n_c, V, m, z, kk, pp, topk_on, topp_on, qrow, CB)
     else:
         best_i = _race_row(logits_ptr + row * stride_l, qrow, tl.arange(0, BLOCK), V, (V + BLOCK - 1) // BLOCK, BLOCK,
                            PREFETCH)

@@ -25,7 +25,7 @@ from tasks.registry import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs/results/h100-runs"
 #: Patches waiting for their device A/B.
-WAITING = ["s26-candidate-w4a16-regdq.patch", "s27-candidate-topk-shrinking-search.patch"]
+WAITING = ["s26-candidate-w4a16-regdq.patch"]
 #: What a copy of the tree needs to run a candidate's tests.
 TREE = ["evaluator", "tasks", "references", "guidance", "scripts", "tests", "pyproject.toml"]
 
