@@ -478,7 +478,7 @@ class Judge:
             med = statistics.median(s)
             excess = residual[name] - floor
             if name.startswith("candidate"):
-                findings += _escape_check(name, med, excess, floor, cfg)
+                findings += _escape_check(name, workload.name, med, excess, floor, cfg)
             host_ms = med + max(0.0, excess)
             result[name] = Timing(
                 median_ms=med, q1_ms=stats.quantile(s, 0.25), q3_ms=stats.quantile(s, 0.75),
@@ -524,14 +524,15 @@ def _residual_floor(residual: dict[str, float], workers: Mapping[str, Any]) -> f
     return min(twins or trusted or list(residual.values()))
 
 
-def _escape_check(name: str, median_ms: float, excess_ms: float, round_trip_ms: float,
+def _escape_check(name: str, workload: str, median_ms: float, excess_ms: float, round_trip_ms: float,
                   cfg: TimingConfig) -> list[str]:
     """Work that escaped the worker's timer: a rejection when large (beyond the thresholds and
     beyond ``escape_reject_of_floor`` of ``round_trip_ms``, the floor's own overhead, whose
     process-to-process spread honest kernels show), a finding when noticeable."""
     frac, floor_ms = cfg.escape_reject
-    what = (f"{name}: the judge's clock saw {excess_ms * 1e3:.0f} us per call more than the worker's timer "
-            f"reported ({median_ms * 1e3:.0f} us), compared with the trusted providers timed the same way")
+    what = (f"{name} at {workload}: the judge's clock saw {excess_ms * 1e3:.0f} us per call more than the worker's "
+            f"timer reported ({median_ms * 1e3:.0f} us), compared with the trusted providers timed the same way "
+            f"(their round trip: {round_trip_ms * 1e3:.0f} us a call beyond the timer)")
     if excess_ms > max(frac * median_ms, floor_ms, cfg.escape_reject_of_floor * round_trip_ms):
         raise errors.SubmissionError(what + ": work escaped the timer (side stream, thread, or a patched clock)",
                                      code=errors.USER_TIMING_INTEGRITY)

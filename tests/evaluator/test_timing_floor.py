@@ -38,25 +38,26 @@ def test_floor_falls_back_to_the_trusted_worker_without_a_twin():
 def test_an_excess_within_the_twins_spread_is_a_finding_not_a_rejection():
     # Session 27 on an H100: the old w4a16 expert (206 us a call) ran 241 us over its twin's round
     # trip; twins' round trips of about 1.9 ms differed by up to 283 us between honest kernels.
-    found = _escape_check("candidate", 0.206, 0.241, 1.9, TimingConfig())
-    assert len(found) == 1 and "241 us per call more" in found[0]
+    found = _escape_check("candidate", "W2", 0.206, 0.241, 1.9, TimingConfig())
+    assert len(found) == 1 and "candidate at W2: the judge's clock saw 241 us per call more" in found[0]
+    assert "(their round trip: 1900 us a call beyond the timer)" in found[0]
 
 
 def test_an_escape_beyond_the_twins_spread_is_rejected():
     # side_stream.py on the H200: milliseconds over the floor.
     with pytest.raises(errors.SubmissionError) as info:
-        _escape_check("candidate", 0.152, 5.9, 1.9, TimingConfig())
+        _escape_check("candidate", "W2", 0.152, 5.9, 1.9, TimingConfig())
     assert info.value.code == errors.USER_TIMING_INTEGRITY
     # Just past a quarter of the floor (and past 50% of the median) is rejected too.
     with pytest.raises(errors.SubmissionError):
-        _escape_check("candidate", 0.206, 0.50, 1.9, TimingConfig())
+        _escape_check("candidate", "W2", 0.206, 0.50, 1.9, TimingConfig())
 
 
 def test_a_small_round_trip_keeps_the_old_thresholds():
     # Where the floor's overhead is small, max(50% of the median, 0.1 ms) decides as before.
     with pytest.raises(errors.SubmissionError):
-        _escape_check("candidate", 0.206, 0.241, 0.2, TimingConfig())
-    assert _escape_check("candidate", 0.206, 0.02, 0.2, TimingConfig()) == []
+        _escape_check("candidate", "W2", 0.206, 0.241, 0.2, TimingConfig())
+    assert _escape_check("candidate", "W2", 0.206, 0.02, 0.2, TimingConfig()) == []
 
 
 def test_the_candidate_never_sets_its_own_floor():
