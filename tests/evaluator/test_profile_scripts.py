@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tasks.registry import REPO_ROOT
 
@@ -286,3 +287,28 @@ def test_a_result_stopped_by_the_tasks_time_limit_is_benched_again_whichever_pro
     assert mod.cut_by_time_limit(task("eval:infra:trusted-provider", "... within the task's time limit (one limit ...)"))
     assert not mod.cut_by_time_limit(task("eval:infra:trusted-provider", "OutOfMemoryError: CUDA out of memory"))
     assert not mod.cut_by_time_limit(task("eval:user:wrong-answer", "tolerance"))
+
+
+def test_host_overhead_times_each_file_alternately_and_reports_its_choices(tmp_path) -> None:
+    """The per-call host-cost probe (scripts/host_overhead.py) on the CPU: one row per file given,
+    the tree's expert by name and a copy of it by path, with the CPU's wall equal to its host
+    time and no event time; a workload the task lacks is refused by name."""
+    copy = tmp_path / "copy.py"
+    copy.write_text((REPO_ROOT / "references/silu-and-mul/expert.py").read_text()
+                    + "\nTIMED_CHOICES = {'route': 'the copy'}\n")
+    out = tmp_path / "ho.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, str(REPO_ROOT / "scripts/host_overhead.py"), "silu-and-mul", "S1", "expert", str(copy),
+           "--calls", "3", "--warmup", "1", "--device", "cpu", "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    res = json.loads(out.read_text())["results"]
+    assert list(res) == ["expert", str(copy)]
+    for row in res.values():
+        assert row["host_us"] > 0 and row["wall_us"] == row["host_us"] and row["event_us"] is None
+    assert res[str(copy)]["choices"] == {"route": "the copy"} and res["expert"]["choices"] == {}
+    assert res["expert"]["path"].endswith("references/silu-and-mul/expert.py")
+    from tasks.registry import get_task
+
+    with pytest.raises(SystemExit, match="silu-and-mul has no workload 'W9'"):
+        _load("host_overhead").measure(get_task("silu-and-mul"), "W9", ["expert"], 1, 0, 0.0, torch.device("cpu"))
