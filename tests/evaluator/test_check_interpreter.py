@@ -109,8 +109,26 @@ CANARIES = {
 NO_LOWER_PRECISION = {"moe-align-block-size"}  # expert ids and counts: integers only
 
 
-@pytest.mark.parametrize("canary", sorted(CANARIES))
-@pytest.mark.parametrize("slug", [t.slug for t in load_tasks().tasks])
+#: The task the returns-an-input canary runs on where no output may alias an input: there the
+#: worker's structure check refuses any output that shares an input's memory, whatever the task,
+#: so one task stands for all of them (each such run is an engine start-up of about 14 s in CI).
+ALIAS_REPRESENTATIVE = "silu-and-mul"
+
+
+def _canary_cases() -> list[tuple[str, str]]:
+    """(slug, canary) pairs: zeros and lower precision on every task (each task's comparison rule
+    must catch them), returns-an-input on every task with an output that may alias an input (its
+    values must catch it there) and on the representative."""
+    cases = []
+    for task in load_tasks().tasks:
+        aliasing = any(o.may_alias for o in task.spec.outputs)
+        for canary in sorted(CANARIES):
+            if canary != "returns-an-input" or aliasing or task.slug == ALIAS_REPRESENTATIVE:
+                cases.append((task.slug, canary))
+    return cases
+
+
+@pytest.mark.parametrize("slug, canary", _canary_cases(), ids=[f"{s}-{c}" for s, c in _canary_cases()])
 def test_canaries_fail(slug, canary, tmp_path):
     """EVALUATION.md, anti-cheat 10: zeros, an input, and eager in lower precision must all fail."""
     task = get_task(slug)
