@@ -24,7 +24,6 @@ Usage: python3 scripts/host_overhead.py SLUG WORKLOAD FILE [FILE ...] [--calls N
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -35,29 +34,23 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profile_kernel import find_workload, load  # noqa: E402
 
 from evaluator import hold  # noqa: E402
 from evaluator.inputs import make_inputs  # noqa: E402
 from tasks.registry import Task, get_task  # noqa: E402
 
 
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measure(task: Task, workload: str, files: list[str], calls: int, warmup: int, hold_us: float,
             device: torch.device) -> dict[str, dict[str, Any]]:
     """Medians of host, event and wall time per call for each file, calls alternating between
     the files; also each module's ``TIMED_CHOICES`` after the run."""
-    w = next((x for x in task.workloads() + task.workloads(smoke=True) if x.name == workload), None)
-    if w is None:
-        raise SystemExit(f"{task.slug} has no workload {workload!r}")
-    baseline = _load(task.baseline_path, f"_ho_base_{task.spec.id}")
+    w = find_workload(task, workload)
+    baseline = load(task.baseline_path, f"_ho_base_{task.spec.id}")
     paths = [task.expert_path if f == "expert" else Path(f) for f in files]
-    modules = [_load(p, f"_ho_{i}_{task.spec.id}") for i, p in enumerate(paths)]
+    modules = [load(p, f"_ho_{i}_{task.spec.id}") for i, p in enumerate(paths)]
     fns = [getattr(m, task.spec.entry_point) for m in modules]
     inputs = make_inputs(task, w.params, 0, device, baseline)
     cuda = device.type == "cuda"

@@ -35,12 +35,18 @@ def load(path: Path, name: str):
     return module
 
 
-def run(task: Task, workload: str, provider: str, warmup: int, device: torch.device) -> int:
-    """Warm up, then one call in the profiler window; returns the number of output tensors."""
+def find_workload(task: Task, workload: str):
+    """The task's real or smoke workload of that name; exits naming the ones it has otherwise."""
     every = task.workloads() + task.workloads(smoke=True)
     w = next((x for x in every if x.name == workload), None)
     if w is None:
         raise SystemExit(f"{task.slug} has no workload {workload!r} (it has {', '.join(x.name for x in every)})")
+    return w
+
+
+def run(task: Task, workload: str, provider: str, warmup: int, device: torch.device) -> int:
+    """Warm up, then one call in the profiler window; returns the number of output tensors."""
+    w = find_workload(task, workload)
     baseline = load(task.baseline_path, f"_prof_base_{task.spec.id}")
     module = baseline if provider == "baseline" else load(task.expert_path, f"_prof_expert_{task.spec.id}")
     fn = getattr(module, task.spec.entry_point)

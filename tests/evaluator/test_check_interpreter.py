@@ -128,7 +128,10 @@ def _canary_cases() -> list[tuple[str, str]]:
     return cases
 
 
-@pytest.mark.parametrize("slug, canary", _canary_cases(), ids=[f"{s}-{c}" for s, c in _canary_cases()])
+CANARY_CASES = _canary_cases()
+
+
+@pytest.mark.parametrize("slug, canary", CANARY_CASES, ids=[f"{s}-{c}" for s, c in CANARY_CASES])
 def test_canaries_fail(slug, canary, tmp_path):
     """EVALUATION.md, anti-cheat 10: zeros, an input, and eager in lower precision must all fail."""
     task = get_task(slug)
