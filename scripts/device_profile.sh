@@ -45,7 +45,12 @@ for pair in "${PAIRS[@]}"; do
   if [ -s "$R/$name.ncu-rep" ] && "$NCU" --import "$R/$name.ncu-rep" --csv --page details >"$R/$name.csv" 2>>"$R/$name.log" \
      && python3 scripts/ncu_summary.py "$slug $w ($PROVIDER)" "$R/$name.csv" >>"$OUT/profile.md" 2>>"$R/$name.log"; then
     if grep -q "best config selected" "$R/$name.log"; then
-      { echo "Autotuner picks:"; echo '```'; grep -B1 "best config selected" "$R/$name.log"; echo '```'; echo; } >>"$OUT/profile.md"
+      { echo "Autotuner picks:"; echo '```'; grep -E "^Triton autotuning for function|best config selected" "$R/$name.log"
+        echo '```'; echo; } >>"$OUT/profile.md"
+    fi
+    if grep -q "^timed choice: " "$R/$name.log"; then
+      { echo "Routes the kernel timed on its first call:"; echo '```'; grep "^timed choice: " "$R/$name.log"
+        echo '```'; echo; } >>"$OUT/profile.md"
     fi
     echo "$pair: profiled (ncu exit $rc) at $(( $(date +%s) - START )) s" | tee -a "$LOG"
   else

@@ -53,6 +53,11 @@ def run(task: Task, workload: str, provider: str, warmup: int, device: torch.dev
     inputs = make_inputs(task, w.params, 0, device, baseline)
     for _ in range(warmup):
         fn(**inputs)
+    # A route the kernel timed on its first call decides which kernels the profile shows, and the
+    # pick can differ from the bench's (session 29: the w4a16 W2 profile ran the 64-column route
+    # the bench never took), so say which ran.
+    for choice, value in getattr(module, "TIMED_CHOICES", {}).items():
+        print(f"timed choice: {choice}: {value}")
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.synchronize()

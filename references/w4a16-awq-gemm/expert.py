@@ -30,8 +30,12 @@ Decode sizes are pure weight streaming: the K range is split among SPLIT program
 SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
 second kernel. Tiles launch in super-groups of GROUP_M row-tiles so the weight tile a group needs
 is reused from L2. For M <= 64 a second decode route computes the transposed product, with the
-dequantized weight as the MMA's register operand (``_awq_swapped_kernel``); the first call of a
-shape times both routes and keeps the faster.
+dequantized weight as the MMA's register operand (``_awq_swapped_kernel``), and on Hopper a third
+with the same product written in Gluon (``_awq_regdq_kernel``): Triton converts the unpacked tile
+to the register-operand layout through shared memory, two bytes per weight each way, while the
+Gluon kernel stages only the packed words (half a byte per weight) and unpacks each thread's own
+operand elements in place. The first call of a shape times the routes it may take and keeps the
+fastest.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
 
 
 @triton.jit
@@ -141,6 +148,157 @@ def _awq_swapped_kernel(
     c_ptrs = c_ptr + pid_k.to(tl.int64) * stride_cs + offs_m[None, :].to(tl.int64) * stride_cm + offs_n[:, None]
     mask = (offs_m[None, :] < M) & (offs_n[:, None] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@gluon.constexpr_function
+def _octets(ll):
+    """A [R, C] linear layout seen as [R/8, 8, C]: row r becomes (r // 8, r % 8, same column).
+
+    Applied to wgmma's register-operand layout it names, for every element a thread holds, the
+    packed word that holds it (the octet r // 8) apart from which of the word's columns it is
+    (r % 8); slicing the middle dimension away then gives the layout in which each thread holds
+    exactly the words its own elements come from.
+    """
+    def split(b):
+        return [b[0] // 8, b[0] % 8, b[1]]
+    return gl.DistributedLinearLayout(reg_bases=[split(b) for b in ll.reg_bases],
+                                      lane_bases=[split(b) for b in ll.lane_bases],
+                                      warp_bases=[split(b) for b in ll.warp_bases], block_bases=[],
+                                      shape=[ll.shape[0] // 8, 8, ll.shape[1]])
+
+
+#: Two weights of one column, at K rows k and k + 1, from their two packed words ($1, $2): prmt
+#: puts the byte holding the column's nibble of each word in the low and the high half ($3, the
+#: lane's byte selector), the shift ($5) brings the nibble down, and one lop3 masks both halves and
+#: ORs them into fp16 1024.0, giving 1024 + code in each half with no integer-to-float conversion.
+#: Then the zero point, encoded the same way ($7, exact: both are integers below 2048), and the
+#: group's scale ($8), two halves at a time. Same arithmetic as ``_unpack_awq``'s fast path.
+_DQ_PAIR_ASM = gl.constexpr("""
+{
+.reg .b32 t;
+prmt.b32 t, $1, $2, $3;
+shr.b32 t, t, $5;
+lop3.b32 t, t, 0x000F000F, 0x64006400, 0xEA;
+sub.f16x2 t, t, $7;
+mul.f16x2 $0, t, $8;
+}
+""")
+
+
+@gluon.jit
+def _dequant_slice(w_smem, j: gl.constexpr, lw: gl.constexpr, sel, shift, zero, scale, dot: gl.constexpr,
+                   BN: gl.constexpr, KS: gl.constexpr):
+    """The dequantized [BN, KS] weight slice ``j``, computed where wgmma reads it: in registers, in
+    its register-operand layout. Each thread reads from shared memory the words of its own
+    elements (``lw``: a word is read by the eight lanes whose columns it packs, a broadcast), and
+    the layout change after the arithmetic is a relabeling (``assert_trivial``), not a move."""
+    words = w_smem.slice(j * KS, KS, dim=1).load(lw)  # [BN/8, KS]
+    w3 = gl.expand_dims(words, 1).broadcast_to(BN // 8, 8, KS)
+    v3 = gl.inline_asm_elementwise(_DQ_PAIR_ASM, "=r,r,r,r,r,r,r,r,r", [w3, sel, shift, zero, scale],
+                                   dtype=gl.float16, is_pure=True, pack=2)
+    return gl.convert_layout(gl.reshape(v3, [BN, KS]), dot, assert_trivial=True)
+
+
+@gluon.jit
+def _awq_regdq_kernel(
+    x_ptr, qw_ptr, qz_ptr, sc_ptr, c_ptr, lane_ptr,
+    M, N, stride_xm, stride_qw, stride_qz, stride_sc, stride_cs, stride_cm,
+    K_SPLIT: gl.constexpr, G: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    """The transposed decode product (C^T = W^T X^T, as ``_awq_swapped_kernel``) written in Gluon,
+    so that the dequantized weight never crosses shared memory.
+
+    In the Triton kernel the unpacked [BK, BN] tile comes out in the load's blocked layout and is
+    converted to wgmma's register-operand layout through shared memory every K step: 2 bytes per
+    weight written and read again, four times the packed weight's own bytes. Here the packed
+    words (half a byte per weight) go to shared memory once, and each thread reads back just the
+    words its operand elements come from, then unpacks them in place. In that layout a thread's
+    elements all sit at the same position of their octet of columns (row r of the operand is
+    column n, and r % 8 is fixed by the lane), so one byte selector and one shift per lane pick
+    the nibble, and two K rows are unpacked per instruction sequence (``_DQ_PAIR_ASM``).
+
+    Words and activations for the next two K steps are loaded into registers while a step is
+    computed; each [BN, 16] slice's MMA runs while the next slice is unpacked. N must be a
+    multiple of BN and K_SPLIT of BK (the host checks); BK divides the group size, so a step has
+    one group of zeros and scales. Hopper only (wgmma), fp16 only (the 1024.0 trick).
+    """
+    KS: gl.constexpr = 16  # one wgmma's K
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BM, 16])
+    dot: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    l3: gl.constexpr = _octets(gl.to_linear_layout(dot, [BN, KS]))
+    lw: gl.constexpr = gl.SliceLayout(1, l3)  # [BN/8, KS] words
+    lg: gl.constexpr = gl.SliceLayout(2, l3)  # [BN/8, 8] one value per column
+    TN: gl.constexpr = BN // 32
+    ldw: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[TN, 32 // TN],
+                                         warps_per_cta=[1, num_warps], order=[0, 1])  # [BN/8, BK], 16 B a thread
+    ldx: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[256 // BK, BK // 8],
+                                         warps_per_cta=[num_warps, 1], order=[1, 0])  # [BM, BK], 16 B a thread
+    w_sl: gl.constexpr = gl.SwizzledSharedLayout(vec=2, per_phase=1, max_phase=8, order=[1, 0])
+    x_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)  # K-major, as wgmma likes B
+    NSTEP: gl.constexpr = K_SPLIT // BK
+
+    pid_n = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    k0 = pid_k * K_SPLIT
+    ow = gl.arange(0, BN // 8, layout=gl.SliceLayout(1, ldw))
+    kw = gl.arange(0, BK, layout=gl.SliceLayout(0, ldw))
+    w_ptrs = qw_ptr + (k0 + kw)[None, :].to(gl.int64) * stride_qw + (pid_n * (BN // 8) + ow)[:, None]
+    kx = gl.arange(0, BK, layout=gl.SliceLayout(0, ldx))
+    mx = gl.arange(0, BM, layout=gl.SliceLayout(1, ldx))
+    x_ptrs = x_ptr + mx[:, None].to(gl.int64) * stride_xm + (k0 + kx)[None, :]
+    x_mask = (mx < M)[:, None] & (kx >= 0)[None, :]
+
+    # Per lane: how to pick its octet column g = r % 8 out of a word (``_nibble_table``).
+    g = gl.arange(0, 8, layout=gl.SliceLayout(0, lg))
+    sel = gl.expand_dims(gl.expand_dims(gl.load(lane_ptr + g), 0), 2).broadcast_to(BN // 8, 8, KS)
+    shift = gl.expand_dims(gl.expand_dims(gl.load(lane_ptr + 8 + g), 0), 2).broadcast_to(BN // 8, 8, KS)
+    zero_shift = gl.load(lane_ptr + 16 + g)[None, :]
+    og = gl.arange(0, BN // 8, layout=gl.SliceLayout(1, lg))
+
+    w_smem = gl.allocate_shared_memory(gl.int32, [BN // 8, BK], w_sl)
+    x_smem = gl.allocate_shared_memory(gl.float16, [BM, BK], x_sl)
+    acc = gl.zeros([BN, BM], gl.float32, layout=mma)
+
+    words_n = gl.load(w_ptrs)
+    x_n = gl.load(x_ptrs, mask=x_mask, other=0.0)
+    step = gl.minimum(1, NSTEP - 1)
+    words_nn = gl.load(w_ptrs + step * BK * stride_qw)
+    x_nn = gl.load(x_ptrs + step * BK, mask=x_mask, other=0.0)
+    for i in range(NSTEP):
+        words = words_n
+        xt = x_n
+        words_n = words_nn
+        x_n = x_nn
+        step = gl.minimum(i + 2, NSTEP - 1)  # the last step's tile again at the end: never used
+        words_nn = gl.load(w_ptrs + step * BK * stride_qw)
+        x_nn = gl.load(x_ptrs + step * BK, mask=x_mask, other=0.0)
+        grp = (k0 + i * BK) // G
+        zw = gl.load(qz_ptr + grp * stride_qz + pid_n * (BN // 8) + og)
+        zc = ((zw[:, None] >> zero_shift) & 0xF) | 0x6400
+        zero = gl.expand_dims(zc.to(gl.int16).to(gl.float16, bitcast=True), 2).broadcast_to(BN // 8, 8, KS)
+        sc = gl.load(sc_ptr + grp * stride_sc + pid_n * BN + og[:, None] * 8 + g[None, :])
+        scale = gl.expand_dims(sc, 2).broadcast_to(BN // 8, 8, KS)
+
+        gl.thread_barrier()  # every warp is done reading the last step's words and activations
+        w_smem.store(words)
+        x_smem.store(xt)
+        fence_async_shared()
+        gl.thread_barrier()
+        a = _dequant_slice(w_smem, 0, lw, sel, shift, zero, scale, dot, BN, KS)
+        for j in gl.static_range(BK // KS):
+            acc = warpgroup_mma(a, x_smem.slice(j * KS, KS, dim=1).permute((1, 0)), acc, is_async=True)
+            if j + 1 < BK // KS:
+                a_next = _dequant_slice(w_smem, j + 1, lw, sel, shift, zero, scale, dot, BN, KS)
+            acc, a = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a))  # a stays whole until its MMA is done
+            if j + 1 < BK // KS:
+                a = a_next
+
+    on = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, mma))
+    om = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+    c_ptrs = c_ptr + pid_k.to(gl.int64) * stride_cs + om[None, :].to(gl.int64) * stride_cm + on[:, None]
+    gl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(om < M)[None, :] & (on < N)[:, None])
 
 
 @triton.jit
@@ -384,13 +542,20 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
     routes = {"split-k": lambda: _decode_split_k(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)}
     if M <= 64 and G % 128 == 0:
         routes["swapped"] = lambda: _decode_swapped(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)
+    if M <= 64 and _regdq_fits(x, N, K, G):
+        for name, (bn, bk) in REGDQ_TILES.items():
+            routes[name] = lambda bn=bn, bk=bk: _decode_regdq(x, qweight, qzeros, scales, out, G, bn, bk)
     _pick(routes, (M, N, K, x.dtype, x.device))()
     return out
 
 
 def _pick(routes: dict, key: tuple):
     """The route of ``routes`` that the first call of this shape timed fastest (each once warmed:
-    compiled and autotuned outside the timing), remembered in ``_ROUTE_PICK``."""
+    compiled and autotuned outside the timing), remembered in ``_ROUTE_PICK``.
+
+    Each route is timed twice, the second pass in the opposite order, and keeps its faster time:
+    a one-off slow timing (on the H100 a shape's first call once saw every route 30-80% slow, and
+    another run one route 70% slow) then cannot decide the pick for the rest of the process."""
     if len(routes) == 1:
         return next(iter(routes.values()))
     if key not in _ROUTE_PICK:
@@ -398,7 +563,11 @@ def _pick(routes: dict, key: tuple):
 
         for run in routes.values():
             run()
-        times = {r: do_bench(run, warmup=5, rep=30) for r, run in routes.items()}
+        times: dict[str, float] = {}
+        for order in (list(routes), list(reversed(routes))):
+            for r in order:
+                ms = do_bench(routes[r], warmup=5, rep=30)
+                times[r] = min(ms, times.get(r, ms))
         _ROUTE_PICK[key] = min(times, key=times.get)
         TIMED_CHOICES["route M={} N={} K={}".format(*key[:3])] = _chosen(_ROUTE_PICK[key], times)
     return routes[_ROUTE_PICK[key]]
@@ -449,6 +618,56 @@ def _decode_swapped(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu:
     else:
         grid = lambda meta: (triton.cdiv(N, meta["BN"]), split)  # noqa: E731
         _awq_swapped_tuned[grid](*args, K_SPLIT=K // split, G=G, BM=bm, FAST_CVT=fast)
+    _reduce_splits(target, out, split)
+
+
+#: The register-dequant route's tiles, each timed as a route on a shape's first call: BN weight
+#: columns (the MMA's M) and a BK-row K step a program, one warpgroup. Their sm_90 builds take
+#: 95-158 registers, no spills, 4-16 KB of shared memory (scripts/preflight_sm90.py).
+REGDQ_TILES = {"register-dequant": (128, 64), "register-dequant-bn64": (64, 64), "register-dequant-bk128": (128, 128)}
+REGDQ_WARPS = 4
+
+
+def _regdq_fits(x: torch.Tensor, N: int, K: int, G: int) -> bool:
+    """Whether the Gluon register-dequant kernel runs this call: a Hopper GPU (its wgmma), fp16
+    activations (the 1024.0 unpack), whole column tiles, and K steps inside one group."""
+    target = triton.runtime.driver.active.get_current_target()
+    return (target.backend == "cuda" and target.arch == 90 and x.dtype == torch.float16
+            and all(N % bn == 0 and G % bk == 0 and K % bk == 0 for bn, bk in REGDQ_TILES.values()))
+
+
+#: Per device: the int32 [24] table of ``_nibble_table``.
+_NIBBLE_TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def _nibble_table(device: torch.device) -> torch.Tensor:
+    """What lane g of an octet (the column 8j + g it unpacks) needs to pick its column out of
+    AWQ words: [prmt byte selectors (8), shifts (8), zero-point shifts (8)].
+
+    AWQ stores column 2p + h in nibble q = p + 4h, so bits 4q..4q+3, in byte q // 2, at 4 (q % 2)
+    within the byte. ``_DQ_PAIR_ASM`` takes that byte from each of two words into the two 16-bit
+    halves (selector nibbles: byte, byte, 4 + byte, 4 + byte) and shifts it down; a zero-point word
+    is shifted by 4q directly.
+    """
+    if device not in _NIBBLE_TABLES:
+        q = [g // 2 + 4 * (g % 2) for g in range(8)]
+        sel = [(q_ // 2) | (q_ // 2) << 4 | (4 + q_ // 2) << 8 | (4 + q_ // 2) << 12 for q_ in q]
+        table = sel + [4 * (q_ % 2) for q_ in q] + [4 * q_ for q_ in q]
+        _NIBBLE_TABLES[device] = torch.tensor(table, dtype=torch.int32, device=device)
+    return _NIBBLE_TABLES[device]
+
+
+def _decode_regdq(x, qweight, qzeros, scales, out, G: int, bn: int, bk: int) -> None:
+    """C^T = W^T X^T with the weight unpacked straight into the MMA's register operand
+    (``_awq_regdq_kernel``), BN columns and BK rows a step, K split over programs as in
+    :func:`_decode_split_k`."""
+    M, K = x.shape
+    N = out.shape[1]
+    split = _split_for(N // bn, K // bk)
+    target, args = _operands(x, qweight, qzeros, scales, out, split)
+    x_, qw_, qz_, sc_, c_, *dims = args
+    _awq_regdq_kernel[(N // bn, split)](x_, qw_, qz_, sc_, c_, _nibble_table(x.device), *dims, K_SPLIT=K // split,
+                                        G=G, BM=_rows_tile(M), BN=bn, BK=bk, num_warps=REGDQ_WARPS)
     _reduce_splits(target, out, split)
 
 

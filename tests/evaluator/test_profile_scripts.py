@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -89,6 +90,28 @@ def _load(name: str):
     sys.modules[name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_profile_driver_names_the_routes_the_kernel_timed(monkeypatch, capsys) -> None:
+    """A kernel that timed routes on its first call (``TIMED_CHOICES``) has them printed after the
+    warm-up, so the profile says which route its kernels belong to (device_profile.sh copies the
+    lines into profile.md). The expert here is a stand-in: the baseline's own function."""
+    from tasks.registry import get_task
+
+    mod = _load("profile_kernel")
+    task = get_task("silu-and-mul")
+    real_load = mod.load
+
+    def load(path, name):
+        if path != task.expert_path:
+            return real_load(path, name)
+        stand_in = real_load(task.baseline_path, "_stand_in_expert")
+        return types.SimpleNamespace(silu_and_mul=stand_in.silu_and_mul,
+                                     TIMED_CHOICES={"route M=1": "fast (fast 1 us, slow 2 us)"})
+
+    monkeypatch.setattr(mod, "load", load)
+    assert mod.run(task, "S1", "expert", 1, torch.device("cpu")) == 1
+    assert "timed choice: route M=1: fast (fast 1 us, slow 2 us)" in capsys.readouterr().out
 
 
 def test_profile_vs_bench_sets_the_kernels_time_beside_the_bench_median(tmp_path) -> None:

@@ -61,8 +61,8 @@ def test_the_worker_reports_every_tuning_key_and_the_timed_choices() -> None:
 def test_the_results_page_lists_the_timed_choices_and_not_the_tuners() -> None:
     run_ = RunResult.model_validate(json.loads(
         (REPO_ROOT / "docs/results/h100-runs/bench-w4a16-awq-gemm.json").read_text()))
-    # The committed run's own choices are listed (session 19's w4a16 run reports its routes) ...
-    assert "| w4a16-awq-gemm | route M=16 N=8192 K=28672 | swapped" in suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
+    # The committed run's own choices are listed (session 29's w4a16 run reports its routes) ...
+    assert "| w4a16-awq-gemm | route M=16 N=8192 K=28672 | register-dequant (split-k" in suite_report.summary(run_, {"w4a16-awq-gemm": "fp16"})
     # ... a run whose kernels reported only autotuner picks gets no section ...
     run_.tasks[0].autotune = {k: v for k, v in run_.tasks[0].autotune.items() if not k.startswith(CHOICE_PREFIX)}
     assert run_.tasks[0].autotune
