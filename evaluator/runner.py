@@ -28,7 +28,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evaluator import ENGINE_VERSION, errors, hardware, sandbox
-from evaluator.result import Candidate, ChildReport, Fingerprint, RunResult, TaskResult
+from evaluator.result import Candidate, ChildReport, Finding, Fingerprint, RunResult, TaskResult
 from evaluator.tails import TailBuffer, drain
 from evaluator.timing_config import TimingConfig
 from tasks.registry import REPO_ROOT, Task
@@ -49,6 +49,10 @@ class RunOptions:
     workloads: list[str] = field(default_factory=list)
     label: str = "candidate"
     cpu_timing: bool = False  # bench on the CPU with the host clock: tests of the timing protocol only
+    # time.monotonic() by which the whole run must be over (the portal's Celery limit), or None. The
+    # per-task limits are the caller's to fit inside it; this only stops a timing-integrity rerun
+    # (TimingConfig.integrity_reruns) that could not finish in time.
+    deadline: float | None = None
 
 
 ProgressFn = Callable[[str, ChildReport], None]
@@ -181,6 +185,27 @@ def run_task(task: Task, candidate: Path, opts: RunOptions, interpret: bool,
     return result, final.fingerprint
 
 
+def _confirmed(first: TaskResult, rerun: TaskResult) -> tuple[TaskResult, bool]:
+    """The one rule for a timing-integrity rejection judged again in fresh processes: whether it
+    stands, and the result to report.
+
+    It stands when the rerun fails too, for any reason: the report is the first rejection, its
+    reason followed by how the rerun ended. Otherwise the rerun passed every check, so its result
+    is the task's, with a finding that names the rejection it overrode. Reporting the passing
+    run's own timings means a kernel that escapes the timer in some processes only gains nothing
+    from the rerun: its reported times come from a run where nothing escaped beyond the thresholds.
+    """
+    if rerun.status == "correct" and not rerun.error_code:
+        note = Finding(kind="timing-integrity",
+                       message=f"a first run was rejected ({first.reason}); judged again in fresh processes, the "
+                               "rejection did not repeat, and these are the second run's results")
+        verdict = "suspicious" if rerun.verdict == "clean" else rerun.verdict  # a moderator looks at it
+        return rerun.model_copy(update={"findings": [note, *rerun.findings], "verdict": verdict}), False
+    how = "rejected again" if rerun.error_code == errors.USER_TIMING_INTEGRITY else f"ended {rerun.error_code or rerun.status}"
+    reason = f"{first.reason} (confirmed in fresh processes: the rerun {how}: {rerun.reason})"
+    return first.model_copy(update={"reason": reason[:4000]}), True
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -218,13 +243,25 @@ def run(tasks: list[Task], candidate_for: Callable[[Task], Path], opts: RunOptio
     smoke = opts.smoke or interpret  # the interpreter only ever runs the smoke workloads
     opts = RunOptions(**{**opts.__dict__, "smoke": smoke})
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    reruns = TimingConfig.from_dict(opts.timing).integrity_reruns if opts.command == "bench" else 0
     results: list[TaskResult] = []
     schedule: dict[str, list[int]] = {}
     fp: Fingerprint | None = None
     for task in tasks:
         seeds = seed_schedule(task, smoke, opts.workloads)
-        schedule.update({f"{task.slug}/{k}": v for k, v in seeds.items()})
         result, task_fp = run_task(task, candidate_for(task), opts, interpret, seeds, on_progress, sandboxing)
+        for _ in range(reruns if result.error_code == errors.USER_TIMING_INTEGRITY else 0):
+            if opts.deadline is not None and time.monotonic() + opts.timeout_s > opts.deadline:
+                reason = f"{result.reason} (not judged again in fresh processes: the run has no time left for it)"
+                result = result.model_copy(update={"reason": reason[:4000]})
+                break
+            again = seed_schedule(task, smoke, opts.workloads)
+            second, second_fp = run_task(task, candidate_for(task), opts, interpret, again, on_progress, sandboxing)
+            result, stood = _confirmed(result, second)
+            if not stood:
+                seeds, task_fp = again, second_fp
+                break
+        schedule.update({f"{task.slug}/{k}": v for k, v in seeds.items()})
         if task_fp is not None:  # the run's start is the first task's; its clocks at the end, the last's
             fp = task_fp if fp is None else fp.model_copy(update={"clocks_end": task_fp.clocks_end})
         results.append(result)

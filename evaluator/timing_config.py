@@ -68,6 +68,14 @@ class TimingConfig:
     # (206 µs median, so above max(50%, 0.1 ms)). Above the finding thresholds it stays a finding;
     # the timer cheats of the corpus exceed the floor by milliseconds (docs/results/anti-cheat.md).
     escape_reject_of_floor: float = 0.25
+    # A timing-integrity rejection is confirmed before it stands: the task is judged again, in a
+    # fresh judge and fresh workers, up to this many times, and rejected only if every run is
+    # (evaluator/runner.py, ``_confirmed``). A kernel that escapes the timer does so in every
+    # process; the honest twins' spread does not repeat: on an H100 the w4a16 Gluon route was
+    # rejected at 837 µs over its twin in session 28 and passed twice in session 29 with the same
+    # roles, its twin's round trips then within 16-168 µs of its own. A result that stands after a
+    # rerun is the rerun's, which passed every check, and says so in a finding.
+    integrity_reruns: int = 1
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TimingConfig:

@@ -116,6 +116,8 @@ def test_cheat_fails_bench(name, codes, text):
     assert task.status != "correct"
     assert task.error_code in codes, f"{task.error_code}: {task.reason}"
     assert text in task.reason, task.reason
+    if task.error_code == errors.USER_TIMING_INTEGRITY:  # judged again in fresh processes: it escapes every time
+        assert "(confirmed in fresh processes: the rerun rejected again: " in task.reason, task.reason
 
 
 def test_expert_passes_bench_with_cpu_timing():

@@ -123,3 +123,77 @@ def test_a_multi_task_run_records_the_clocks_at_its_end(monkeypatch):
     tasks = [get_task("silu-and-mul"), get_task("fused-add-rmsnorm")]
     result = runner.run(tasks, lambda t: t.expert_path, RunOptions(command="check", smoke=True, interpret=True))
     assert result.fingerprint.clocks_start == {"sm": "1980"} and result.fingerprint.clocks_end == {"sm": "1410"}
+
+
+def _integrity_runs(monkeypatch, outcomes):  # noqa: ANN001
+    """``runner.run_task`` replaced by one that returns ``outcomes`` in turn (one per judge process),
+    recording the seeds each got."""
+    from evaluator import runner
+    from evaluator.result import TaskResult
+
+    runs = iter(outcomes)
+    seen: list[dict] = []
+
+    def fake_run_task(task, candidate, opts, interpret, seeds, on_progress, sandboxing):  # noqa: ANN001
+        seen.append(seeds)
+        status, code, reason = next(runs)
+        return TaskResult(slug=task.slug, status=status, error_code=code, reason=reason,
+                          verdict="clean" if status == "correct" else "rejected-cheat"), None
+
+    monkeypatch.setattr(runner, "run_task", fake_run_task)
+    return runner, seen
+
+
+ESCAPED = ("incorrect", "eval:user:timing-integrity", "candidate at W2: the judge's clock saw 837 us per call more")
+
+
+def test_a_timing_integrity_rejection_that_does_not_repeat_gives_the_reruns_result(monkeypatch):
+    """Judged again in fresh processes, the honest kernel passes: the task's result is the rerun's
+    (its seeds in the schedule), marked suspicious with a finding that quotes the first rejection."""
+    runner, seen = _integrity_runs(monkeypatch, [ESCAPED, ("correct", "", "")])
+    task = get_task("silu-and-mul")
+    result = runner.run([task], lambda t: t.expert_path, RunOptions(command="bench", smoke=True, interpret=True))
+    (only,) = result.tasks
+    assert len(seen) == 2 and seen[0] != seen[1]
+    assert only.status == "correct" and not only.error_code and only.verdict == "suspicious"
+    assert only.findings[0].kind == "timing-integrity" and "837 us" in only.findings[0].message
+    assert "did not repeat" in only.findings[0].message
+    assert all(result.seed_schedule[f"silu-and-mul/{k}"] == v for k, v in seen[1].items())
+
+
+def test_a_timing_integrity_rejection_that_repeats_stands(monkeypatch):
+    runner, seen = _integrity_runs(monkeypatch, [ESCAPED, ESCAPED])
+    result = runner.run([get_task("silu-and-mul")], lambda t: t.expert_path,
+                        RunOptions(command="bench", smoke=True, interpret=True))
+    (only,) = result.tasks
+    assert len(seen) == 2 and only.error_code == "eval:user:timing-integrity" and only.verdict == "rejected-cheat"
+    assert only.reason.startswith("candidate at W2") and "confirmed in fresh processes: the rerun rejected again" in only.reason
+    assert all(result.seed_schedule[f"silu-and-mul/{k}"] == v for k, v in seen[0].items())
+
+
+def test_a_rerun_that_fails_otherwise_confirms_the_rejection(monkeypatch):
+    runner, seen = _integrity_runs(monkeypatch, [ESCAPED, ("crashed", "eval:user:crash", "died with SIGSEGV")])
+    result = runner.run([get_task("silu-and-mul")], lambda t: t.expert_path,
+                        RunOptions(command="bench", smoke=True, interpret=True))
+    (only,) = result.tasks
+    assert only.error_code == "eval:user:timing-integrity"
+    assert "the rerun ended eval:user:crash: died with SIGSEGV" in only.reason
+
+
+def test_no_rerun_when_turned_off_or_for_other_failures(monkeypatch):
+    runner, seen = _integrity_runs(monkeypatch, [ESCAPED])
+    opts = RunOptions(command="bench", smoke=True, interpret=True, timing={"integrity_reruns": 0.0})
+    assert runner.run([get_task("silu-and-mul")], lambda t: t.expert_path, opts).tasks[0].error_code == ESCAPED[1]
+    runner, seen = _integrity_runs(monkeypatch, [("incorrect", "eval:user:wrong-answer", "wrong")])
+    runner.run([get_task("silu-and-mul")], lambda t: t.expert_path, RunOptions(command="bench", smoke=True, interpret=True))
+    assert len(seen) == 1
+
+
+def test_no_rerun_past_the_runs_deadline(monkeypatch):
+    """The portal passes its Celery limit as the run's deadline: a rerun that could not finish
+    inside it is not started, and the rejection says so."""
+    runner, seen = _integrity_runs(monkeypatch, [ESCAPED])
+    opts = RunOptions(command="bench", smoke=True, interpret=True, timeout_s=600, deadline=time.monotonic() + 300)
+    (only,) = runner.run([get_task("silu-and-mul")], lambda t: t.expert_path, opts).tasks
+    assert len(seen) == 1 and only.error_code == ESCAPED[1]
+    assert "not judged again in fresh processes: the run has no time left for it" in only.reason

@@ -46,3 +46,19 @@ def test_uploads_go_to_the_profiles_queue_and_other_profiles_are_refused(catalog
     with pytest.raises(BundleInvalid, match="h100"):
         check_create_submission(team=team, user=user, blob=expert_bundle(notes="again"), filename="b.zip",
                                 hardware="h100")
+
+
+def test_a_timed_runs_options_fit_its_tasks_and_any_rerun_inside_the_celery_limit(settings) -> None:
+    """Each task's limit is a share of Celery's soft limit, and the run's deadline (which a
+    timing-integrity rerun must fit before) is that limit less the margin, from now."""
+    import time
+
+    from portal.submissions.evaluation import _options
+
+    settings.CELERY_TASK_SOFT_TIME_LIMIT = 3720
+    settings.D2K_TASK_TIMEOUT_S = 1800
+    before = time.monotonic()
+    opts = _options("h100", 4)
+    assert opts.command == "bench" and opts.timeout_s == 900.0
+    assert before + 3600 <= opts.deadline <= time.monotonic() + 3600
+    assert _options("cpu-interpret", 4).command == "check"
