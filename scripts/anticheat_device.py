@@ -91,7 +91,7 @@ def cheat_row(name: str, workload: str) -> dict:
                        timeout_s=60 if name == "hang.py" else 240)
     caught = task.status != "correct" and task.error_code in EXPECTED[name]
     return {"cheat": name, "task": slug, "command": command, "status": task.status, "code": task.error_code,
-            "verdict": task.verdict, "reason": task.reason[:300].replace("\n", " "), "caught": caught,
+            "verdict": task.verdict, "reason": task.reason[:600].replace("\n", " "), "caught": caught,
             "wall_s": round(wall, 1)}
 
 
@@ -118,7 +118,7 @@ def expert_rows(command: str, jobs: int, only: list[str], save: Callable[[], Non
         task, wall = judge(t.expert_path, t.slug, command, workloads, timing=FAST, timeout_s=540)
         flagged = [f for w in task.workloads for f in w.findings] + [f.message for f in task.findings]
         return {"task": t.slug, "command": command, "status": task.status, "verdict": task.verdict,
-                "code": task.error_code, "reason": task.reason[:300], "findings": flagged[:5],
+                "code": task.error_code, "reason": task.reason[:600], "findings": flagged[:5],
                 "wall_s": round(wall, 1), "ok": task.status == "correct" and task.verdict == "clean",
                 "speedup": {w.name: round(w.speedup.get("candidate", 0.0), 3) for w in task.workloads if w.speedup},
                 "host_over_device": {w.name: round(w.timings["candidate"].host_over_device, 3)
