@@ -15,11 +15,14 @@ import io
 import sys
 from pathlib import Path
 
-#: (column title, ncu metric name); the metric's unit is taken from the CSV.
+#: (column title, ncu metric name); the metric's unit is taken from the CSV. A name ncu writes in
+#: two sections with different units carries the one meant, as ``name [unit]``: "Memory
+#: Throughput" is a percentage of peak in Speed Of Light and a rate (Gbyte/s) in Memory Workload
+#: Analysis, and until session 29 the rate, written last, filled the "memory %" column.
 COLUMNS = (
     ("µs", "Duration"),
     ("DRAM %", "DRAM Throughput"),
-    ("memory %", "Memory Throughput"),
+    ("memory %", "Memory Throughput [%]"),
     ("SM %", "Compute (SM) Throughput"),
     ("waves/SM", "Waves Per SM"),
     ("regs", "Registers Per Thread"),
@@ -69,7 +72,9 @@ def parse(text: str) -> list[dict[str, object]]:
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         k = kernels.setdefault(row["ID"], {"name": row["Kernel Name"], "grid": row["Grid Size"],
                                            "block": row["Block Size"], "metrics": {}})
-        k["metrics"][row["Metric Name"]] = (row["Metric Value"], row["Metric Unit"])
+        value = (row["Metric Value"], row["Metric Unit"])
+        k["metrics"][row["Metric Name"]] = value
+        k["metrics"][f"{row['Metric Name']} [{row['Metric Unit']}]"] = value
     return list(kernels.values())
 
 

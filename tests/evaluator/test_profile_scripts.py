@@ -36,6 +36,10 @@ def test_summary_reads_ncu_details_after_its_preamble_one_row_per_launch() -> No
         "==PROF== Connected to process 9", "a line the program printed", HEADER,
         _row("0", "_gemm", "Duration", "msecond", "1.25"),
         _row("0", "_gemm", "DRAM Throughput", "%", "16.04"),
+        # ncu writes "Memory Throughput" twice: in Speed Of Light (%), then in Memory Workload
+        # Analysis (a rate); the column is the percentage, whichever comes last.
+        _row("0", "_gemm", "Memory Throughput", "%", "71.16"),
+        _row("0", "_gemm", "Memory Throughput", "Gbyte/s", "985.83"),
         _row("0", "_gemm", "Registers Per Thread", "register/thread", "168"),
         _row("0", "_gemm", "Dynamic Shared Memory Per Block", "Kbyte/block", "65.54"),  # ncu 2025's unit
         _row("0", "_gemm", "Static Shared Memory Per Block", "byte/block", "1,024"),
@@ -49,7 +53,7 @@ def test_summary_reads_ncu_details_after_its_preamble_one_row_per_launch() -> No
     page = mod.markdown("fp8-blockwise-gemm W4 (expert)", kernels)
     gemm = next(ln for ln in page.splitlines() if ln.startswith("| `_gemm`"))
     cells = [c.strip() for c in gemm.strip("|").split("|")]
-    assert cells[:5] == ["`_gemm`", "(56, 4, 1)", "(128, 1, 1)", "1,250.0", "16.0"]
+    assert cells[:6] == ["`_gemm`", "(56, 4, 1)", "(128, 1, 1)", "1,250.0", "16.0", "71.2"]
     assert "| 168 | 65.0 | 12 / 12.5 |" in gemm  # 65.54 kB dynamic (64 KiB) + 1 KiB static
     assert "| `_reduce` | (56, 4, 1) | (128, 1, 1) | 4.5 | - |" in page
 
