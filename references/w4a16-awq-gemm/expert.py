@@ -24,7 +24,10 @@ not overlap it with the MMA in separate warps. The two-pass route pays one extra
 of the fp16 weight (4x the packed bytes) and no repeated unpack. On the H200 the fused kernel
 ran M = 1,024 at 0.76x torch.compile, which keeps the baseline's dequantize-then-multiply split
 (docs/results/h200.md). vLLM's AWQ path switches to dequantize-then-GEMM above 256 tokens for
-the same reason.
+the same reason. The two-pass route's GEMM comes in two forms, both timed: one program a tile with
+pointer loads, and a persistent one (a program an SM walking the tiles, operands and the output by
+TMA, the loop over tiles and K steps flattened so that loads for the next tile are in flight during
+a tile's store).
 
 Decode sizes are pure weight streaming: the K range is split among SPLIT programs per tile so all
 SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
@@ -445,6 +448,70 @@ _DENSE_CONFIGS = [
 ]
 _dense_gemm_tuned = triton.autotune(configs=_DENSE_CONFIGS, key=["M", "N", "K"])(_dense_gemm_kernel)
 
+
+@triton.jit
+def _dense_gemm_persistent_kernel(
+    x_desc, w_desc, c_desc, M, N,
+    K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+    PROGRAMS: tl.constexpr, INTERPRET: tl.constexpr = False, EPI_SPLIT: tl.constexpr = False,
+):
+    """C = X @ W for the two-pass route, persistent: PROGRAMS programs (one an SM) walk the output
+    tiles in GROUP_M super-groups, every operand tile arrives by TMA and the tile is stored by TMA.
+
+    One loop over (tile, K step), flattened, so the software pipeline keeps prefetching across a
+    tile's end: the next tile's first operand tiles are in flight while this tile's accumulator
+    is converted and stored, which the one-tile-a-program kernel cannot do (its epilogue and the
+    next program's prologue do not overlap on the same SM)."""
+    tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    if INTERPRET:  # the interpreter's range() cannot start at a program id: the same walk
+        tile = tl.program_id(0)
+        while tile < tiles:
+            _persistent_tile(x_desc, w_desc, c_desc, tile, M, N, K, BM, BN, BK, GROUP_M, EPI_SPLIT)
+            tile += PROGRAMS
+    else:
+        for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+            _persistent_tile(x_desc, w_desc, c_desc, tile, M, N, K, BM, BN, BK, GROUP_M, EPI_SPLIT)
+
+
+@triton.jit
+def _persistent_tile(x_desc, w_desc, c_desc, tile, M, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                     BK: tl.constexpr, GROUP_M: tl.constexpr, EPI_SPLIT: tl.constexpr):
+    """One output tile of the persistent GEMM: the K loop on TMA tiles, then a TMA store (in two
+    column halves with EPI_SPLIT, which halves the store's shared-memory buffer: room for one
+    more pipeline stage at 128 x 256)."""
+    pid_m, pid_n = _tile_of(tile, M, N, BM, BN, GROUP_M)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K // BK):
+        acc = tl.dot(x_desc.load([pid_m * BM, k * BK]), w_desc.load([k * BK, pid_n * BN]), acc)
+    if EPI_SPLIT:
+        left, right = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1).split()
+        c_desc.store([pid_m * BM, pid_n * BN], left.to(c_desc.dtype))
+        c_desc.store([pid_m * BM, pid_n * BN + BN // 2], right.to(c_desc.dtype))
+    else:
+        c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+def _persistent_block_shapes(nargs: dict) -> None:
+    """Autotune pre-hook: the descriptors' tile shapes follow the candidate's BM/BN/BK."""
+    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
+    nargs["x_desc"].block_shape = [bm, bk]
+    nargs["w_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn // 2] if nargs.get("EPI_SPLIT") else [bm, bn]
+
+
+#: The persistent kernel's candidates: 128 x 256 (one tile's operands 48 KB a stage; a fourth
+#: stage and the 64 KB output tile exceed the 227 KB of shared memory), 128 x 128 with 4 or 5
+#: stages (twice the tiles: a shorter last wave where the tile count is a little over a multiple
+#: of the SMs), and 256 x 128. On an H100 at M = 1,024, N = 10,240, K = 8,192 they took 264, 261,
+#: 297 and 289 us (``scripts/w4a16_gemm_probe.py``, session 30), cuBLAS 230.
+_PERSISTENT_CONFIGS = [
+    triton.Config({"BM": bm, "BN": bn, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=st,
+                  pre_hook=_persistent_block_shapes)
+    for bm, bn, st in ((128, 256, 3), (128, 128, 4), (128, 128, 5), (256, 128, 3))
+]
+_dense_gemm_persistent_tuned = triton.autotune(configs=_PERSISTENT_CONFIGS, key=["M", "N", "K"])(
+    _dense_gemm_persistent_kernel)
+
 #: Per (M, N, K, dtype, device): the route the first call timed faster ("fused" or "two-pass" for
 #: M > 128, "split-k" or "swapped" for decode sizes).
 _ROUTE_PICK: dict[tuple, str] = {}
@@ -453,8 +520,9 @@ _ROUTE_PICK: dict[tuple, str] = {}
 TIMED_CHOICES: dict[str, str] = {}
 
 
-def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool) -> None:
-    """Unpack the whole weight once, then a plain GEMM (see the module docstring)."""
+def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool, persistent: bool = False) -> None:
+    """Unpack the whole weight once, then a plain GEMM (see the module docstring): one program a
+    tile by pointers, or, with ``persistent``, one program an SM with TMA operands."""
     M, K = x.shape
     N = out.shape[1]
     w = torch.empty(K, N, dtype=x.dtype, device=x.device)
@@ -463,6 +531,9 @@ def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool)
         qweight, qzeros, scales, w, N, qweight.stride(0), qzeros.stride(0), scales.stride(0), w.stride(0),
         G=G, BK=bk, BN=bn, FAST_CVT=fast, num_warps=8,
     )
+    if persistent:
+        _persistent_gemm(x, w, out, on_cpu)
+        return
     if on_cpu:  # the interpreter runs one small tile
         meta = {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 8}
         grid = (triton.cdiv(M, 32) * triton.cdiv(N, 32),)
@@ -470,6 +541,31 @@ def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool)
         return
     grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
     _dense_gemm_tuned[grid](x, w, out, M, N, x.stride(0), w.stride(0), out.stride(0), K=K)
+
+
+def _persistent_gemm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, on_cpu: bool) -> None:
+    """out = x @ w by ``_dense_gemm_persistent_kernel`` (host tensor descriptors; every row of the
+    three is 16-byte aligned, as ``_persistent_fits`` checked)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = x.shape
+    N = out.shape[1]
+    blocks = (32, 32, 32) if on_cpu else (128, 256, 64)  # reset per candidate by the pre-hook
+    x_desc = TensorDescriptor.from_tensor(x, [blocks[0], blocks[2]])
+    w_desc = TensorDescriptor.from_tensor(w, [blocks[2], blocks[1]])
+    c_desc = TensorDescriptor.from_tensor(out, [blocks[0], blocks[1]])
+    if on_cpu:  # the interpreter: small tiles, two programs walking all of them
+        _dense_gemm_persistent_kernel[(2,)](x_desc, w_desc, c_desc, M, N, K=K, BM=32, BN=32, BK=32, GROUP_M=8,
+                                           PROGRAMS=2, INTERPRET=True)
+        return
+    programs = torch.cuda.get_device_properties(x.device).multi_processor_count
+    grid = lambda meta: (min(programs, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)  # noqa: E731
+    _dense_gemm_persistent_tuned[grid](x_desc, w_desc, c_desc, M, N, K=K, PROGRAMS=programs)
+
+
+def _persistent_fits(x: torch.Tensor, N: int) -> bool:
+    """TMA needs 16-byte aligned rows and bases: K and N multiples of 8 for 2-byte elements."""
+    return x.element_size() == 2 and x.shape[1] % 8 == 0 and N % 8 == 0 and x.data_ptr() % 16 == 0
 
 
 def _fused_big(x, qweight, qzeros, scales, out, G: int, fast: bool) -> None:
@@ -530,9 +626,12 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=True)
         return out
     if M > 128 and G % 128 == 0:  # compute-heavy: fused or two-pass, whichever is faster here
-        _pick({"fused": lambda: _fused_big(x, qweight, qzeros, scales, out, G, fast),
-               "two-pass": lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)},
-              (M, N, K, x.dtype, x.device))()
+        routes = {"fused": lambda: _fused_big(x, qweight, qzeros, scales, out, G, fast),
+                  "two-pass": lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)}
+        if _persistent_fits(x, N):
+            routes["two-pass-persistent"] = lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast,
+                                                              on_cpu=False, persistent=True)
+        _pick(routes, (M, N, K, x.dtype, x.device))()
         return out
     if on_cpu:
         # The interpreter checks both decode kernels: the transposed one for the fewest rows

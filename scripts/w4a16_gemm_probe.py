@@ -1,0 +1,143 @@
+"""Where the w4a16 two-pass route's time goes at a prefill shape, beside what cuBLAS does.
+
+h100.md/h200.md list w4a16 W4 (M = 1,024) as slower than torch.compile of the baseline, which
+keeps the dequantize-then-multiply split with cuBLAS doing the multiply. This script times, in one
+process and with ``triton.testing.do_bench`` (L2 cleared between calls), the parts of that
+comparison: the expert's unpack kernel alone; the expert's GEMMs on the unpacked weight (the
+pointer kernel, and the persistent TMA kernel with each of its candidates); ``torch.mm`` on the
+same unpacked weight (cuBLAS); the expert's whole routes; and torch.compile of the baseline. It
+checks every GEMM against ``torch.mm`` first. Nothing here is judged: the bench's A/B is the
+claim; this says which part a gap is in.
+
+Usage: python3 scripts/w4a16_gemm_probe.py [--expert PATH] [--workload W4 ...] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profile_kernel import find_workload, load  # noqa: E402
+
+from evaluator.inputs import make_inputs  # noqa: E402
+from tasks.registry import get_task  # noqa: E402
+
+
+def _v(bm: int, bn: int, bk: int, group: int, stages: int, warps: int, **flags: bool) -> tuple[dict, int, int]:
+    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group, **flags}, stages, warps
+
+
+#: Persistent-kernel variants timed beside the expert's own candidates: the stored tile in two
+#: halves (room for a fourth stage at 128 x 256), other super-group sizes, a 128-wide K step and
+#: one warp group. Not here: Triton's automatic warp specialization (``tl.range(...,
+#: warp_specialize=True)``, documented for Blackwell only); Triton 3.6's Hopper pass for it fails
+#: on this kernel when compiled for sm_90 ("tensor descriptor block and tensor types must match"
+#: at the TMA store), on the tile loop or the K loop alike (scripts/preflight_sm90.py, session 30).
+EXTRA = [
+    _v(128, 256, 64, 8, 4, 8, EPI_SPLIT=True), _v(128, 256, 64, 8, 3, 8, EPI_SPLIT=True),
+    _v(256, 128, 64, 8, 4, 8, EPI_SPLIT=True),
+    _v(128, 128, 64, 4, 4, 8), _v(128, 128, 64, 16, 4, 8), _v(128, 128, 64, 8, 6, 8),
+    _v(128, 128, 128, 8, 3, 8), _v(128, 128, 64, 8, 4, 4),
+]
+
+
+def probe(expert_path: Path, workload: str) -> dict:
+    """Times in µs (medians of do_bench) of each part at one workload, and the GEMMs' errors."""
+    import triton
+    from triton.testing import do_bench
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    task = get_task("w4a16-awq-gemm")
+    w = find_workload(task, workload)
+    baseline = load(task.baseline_path, "_probe_base")
+    expert = load(expert_path, "_probe_expert")
+    dev = torch.device("cuda")
+    inp = make_inputs(task, w.params, 0, dev, baseline)
+    x, qw, qz, sc, G = inp["x"], inp["qweight"], inp["qzeros"], inp["scales"], inp["group_size"]
+    M, K = x.shape
+    N = sc.shape[1]
+    fast = x.dtype == torch.float16
+    us = lambda fn: do_bench(fn, warmup=10, rep=100) * 1e3  # noqa: E731
+    row: dict = {"workload": workload, "M": M, "N": N, "K": K}
+
+    wt = torch.empty(K, N, dtype=x.dtype, device=dev)
+    bk, bn = min(64, G), 256
+
+    def unpack() -> None:
+        expert._awq_dequant_kernel[(K // bk, triton.cdiv(N, bn))](
+            qw, qz, sc, wt, N, qw.stride(0), qz.stride(0), sc.stride(0), wt.stride(0),
+            G=G, BK=bk, BN=bn, FAST_CVT=fast, num_warps=8)
+
+    unpack()
+    row["unpack"] = us(unpack)
+    ref = torch.mm(x, wt)
+    row["cublas mm"] = us(lambda: torch.mm(x, wt))
+    out = torch.empty_like(ref)
+    scale = ref.float().abs().max().item()
+
+    def err() -> float:
+        return round((out.float() - ref.float()).abs().max().item() / scale, 6)
+
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+    ptr = lambda: expert._dense_gemm_tuned[grid](x, wt, out, M, N, x.stride(0), wt.stride(0), out.stride(0), K=K)  # noqa: E731
+    ptr()
+    row["pointer gemm"] = us(ptr)
+    row["pointer gemm error"] = err()
+    row["pointer gemm pick"] = str(expert._dense_gemm_tuned.best_config)
+    if hasattr(expert, "_dense_gemm_persistent_kernel"):
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        variants = [(dict(c.kwargs), c.num_stages, c.num_warps) for c in expert._PERSISTENT_CONFIGS]
+        variants += [v for v in EXTRA if v not in variants]
+        for kw, stages, warps in variants:
+            split = kw.get("EPI_SPLIT", False)
+            xd = TensorDescriptor.from_tensor(x, [kw["BM"], kw["BK"]])
+            wd = TensorDescriptor.from_tensor(wt, [kw["BK"], kw["BN"]])
+            cd = TensorDescriptor.from_tensor(out, [kw["BM"], kw["BN"] // 2 if split else kw["BN"]])
+            progs = min(sms, triton.cdiv(M, kw["BM"]) * triton.cdiv(N, kw["BN"]))
+            name = (f"persistent {kw['BM']}x{kw['BN']}x{kw['BK']} g{kw['GROUP_M']} s{stages} w{warps}"
+                    + " epi-split" * split)
+
+            def run(kw=kw, xd=xd, wd=wd, cd=cd, progs=progs, stages=stages, warps=warps) -> None:
+                expert._dense_gemm_persistent_kernel[(progs,)](
+                    xd, wd, cd, M, N, K=K, PROGRAMS=progs, num_warps=warps, num_stages=stages, **kw)
+
+            try:
+                out.zero_()
+                run()
+                row[name + " error"] = err()
+                row[name] = us(run)
+            except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a finding
+                row[name] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+    out.zero_()
+    expert.awq_gemm(x, qw, qz, sc, G)  # the first call picks the route
+    row["expert call"] = us(lambda: expert.awq_gemm(x, qw, qz, sc, G))
+    row["expert choices"] = dict(getattr(expert, "TIMED_CHOICES", {}))
+    compiled = torch.compile(baseline.awq_gemm)
+    compiled(x, qw, qz, sc, G)
+    row["compile"] = us(lambda: compiled(x, qw, qz, sc, G))
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--expert", type=Path, default=Path("references/w4a16-awq-gemm/expert.py"))
+    ap.add_argument("--workload", action="append", default=None)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    rows = [probe(args.expert, w) for w in (args.workload or ["W4"])]
+    for row in rows:
+        for key, value in row.items():
+            print(f"{row['workload']} {key}: {round(value, 1) if isinstance(value, float) else value}")
+    if args.json:
+        args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
