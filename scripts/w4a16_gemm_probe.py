@@ -31,7 +31,7 @@ from tasks.registry import get_task  # noqa: E402
 
 
 def _v(bm: int, bn: int, bk: int, group: int, stages: int, warps: int, **flags: bool) -> tuple[dict, int, int]:
-    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group, **flags}, stages, warps
+    return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group, "EPI_SPLIT": False, **flags}, stages, warps
 
 
 #: Persistent-kernel variants timed beside the expert's own candidates: the stored tile in two
@@ -40,6 +40,9 @@ def _v(bm: int, bn: int, bk: int, group: int, stages: int, warps: int, **flags: 
 #: warp_specialize=True)``, documented for Blackwell only); Triton 3.6's Hopper pass for it fails
 #: on this kernel when compiled for sm_90 ("tensor descriptor block and tensor types must match"
 #: at the TMA store), on the tile loop or the K loop alike (scripts/preflight_sm90.py, session 30).
+#: The unpack kernel's (BK, BN, warps) besides the expert's (64, 256, 8).
+UNPACK_TILES = [(128, 256, 8), (64, 512, 8), (32, 512, 4), (128, 128, 4), (64, 256, 4)]
+
 EXTRA = [
     _v(128, 256, 64, 8, 4, 8, EPI_SPLIT=True), _v(128, 256, 64, 8, 3, 8, EPI_SPLIT=True),
     _v(256, 128, 64, 8, 4, 8, EPI_SPLIT=True),
@@ -77,6 +80,21 @@ def probe(expert_path: Path, workload: str) -> dict:
 
     unpack()
     row["unpack"] = us(unpack)
+    for ubk, ubn, uw in UNPACK_TILES:  # the unpack kernel's other tile shapes, same output
+        if G % ubk:
+            continue
+
+        def unpack_v(ubk=ubk, ubn=ubn, uw=uw) -> None:
+            expert._awq_dequant_kernel[(K // ubk, triton.cdiv(N, ubn))](
+                qw, qz, sc, wt, N, qw.stride(0), qz.stride(0), sc.stride(0), wt.stride(0),
+                G=G, BK=ubk, BN=ubn, FAST_CVT=fast, num_warps=uw)
+
+        try:
+            unpack_v()
+            row[f"unpack {ubk}x{ubn} w{uw}"] = us(unpack_v)
+        except Exception as exc:  # noqa: BLE001 - a tile that does not build is a finding
+            row[f"unpack {ubk}x{ubn} w{uw}"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+    unpack()  # the expert's own tiles write the weight the GEMMs below read
     ref = torch.mm(x, wt)
     row["cublas mm"] = us(lambda: torch.mm(x, wt))
     out = torch.empty_like(ref)

@@ -457,6 +457,7 @@ def _dense_gemm_persistent_kernel(
 ):
     """C = X @ W for the two-pass route, persistent: PROGRAMS programs (one an SM) walk the output
     tiles in GROUP_M super-groups, every operand tile arrives by TMA and the tile is stored by TMA.
+    K % BK == 0 (the route runs only where G, which divides K, is a multiple of 128).
 
     One loop over (tile, K step), flattened, so the software pipeline keeps prefetching across a
     tile's end: the next tile's first operand tiles are in flight while this tile's accumulator
@@ -499,15 +500,19 @@ def _persistent_block_shapes(nargs: dict) -> None:
     nargs["c_desc"].block_shape = [bm, bn // 2] if nargs.get("EPI_SPLIT") else [bm, bn]
 
 
-#: The persistent kernel's candidates: 128 x 256 (one tile's operands 48 KB a stage; a fourth
-#: stage and the 64 KB output tile exceed the 227 KB of shared memory), 128 x 128 with 4 or 5
-#: stages (twice the tiles: a shorter last wave where the tile count is a little over a multiple
-#: of the SMs), and 256 x 128. On an H100 at M = 1,024, N = 10,240, K = 8,192 they took 264, 261,
-#: 297 and 289 us (``scripts/w4a16_gemm_probe.py``, session 30), cuBLAS 230.
+#: The persistent kernel's candidates (8 warps: two warp groups share a tile): 128 x 256 and
+#: 256 x 128 (48 KB of operands a stage) with 3 stages and the 64 KB output tile, or with 4 and
+#: the output stored in two halves (a 4th stage and the whole tile exceed the 227 KB of shared
+#: memory); 128 x 128 with 4 or 5 stages (twice the tiles: a shorter last wave where the tile
+#: count is a little over a multiple of the SMs) or a 128-wide K step. On an H100 at M = 1,024,
+#: N = 10,240, K = 8,192 the first four took 264, 261, 297 and 289 us
+#: (``scripts/w4a16_gemm_probe.py``, session 30), cuBLAS 230.
 _PERSISTENT_CONFIGS = [
-    triton.Config({"BM": bm, "BN": bn, "BK": 64, "GROUP_M": 8}, num_warps=8, num_stages=st,
+    triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "EPI_SPLIT": split}, num_warps=8, num_stages=st,
                   pre_hook=_persistent_block_shapes)
-    for bm, bn, st in ((128, 256, 3), (128, 128, 4), (128, 128, 5), (256, 128, 3))
+    for bm, bn, bk, st, split in ((128, 256, 64, 3, False), (128, 128, 64, 4, False), (128, 128, 64, 5, False),
+                                  (256, 128, 64, 3, False), (128, 256, 64, 4, True), (256, 128, 64, 4, True),
+                                  (128, 128, 128, 3, False))
 ]
 _dense_gemm_persistent_tuned = triton.autotune(configs=_PERSISTENT_CONFIGS, key=["M", "N", "K"])(
     _dense_gemm_persistent_kernel)
