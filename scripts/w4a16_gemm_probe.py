@@ -111,16 +111,19 @@ def probe(expert_path: Path, workload: str) -> dict:
     row["pointer gemm pick"] = str(expert._dense_gemm_tuned.best_config)
     if hasattr(expert, "_dense_gemm_persistent_kernel"):
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        variants = [(dict(c.kwargs), c.num_stages, c.num_warps) for c in expert._PERSISTENT_CONFIGS]
-        variants += [v for v in EXTRA if v not in variants]
-        for kw, stages, warps in variants:
+        variants = [(dict(c.kwargs), c.num_stages, c.num_warps, True) for c in expert._PERSISTENT_CONFIGS]
+        variants += [v + (True,) for v in EXTRA if v + (True,) not in variants]
+        # The same kernel with a program per tile (the tile loop runs once): TMA without persistence.
+        variants += [(kw, stages, warps, False) for kw, stages, warps, _ in variants[:4]]
+        for kw, stages, warps, persistent in variants:
             split = kw.get("EPI_SPLIT", False)
             xd = TensorDescriptor.from_tensor(x, [kw["BM"], kw["BK"]])
             wd = TensorDescriptor.from_tensor(wt, [kw["BK"], kw["BN"]])
             cd = TensorDescriptor.from_tensor(out, [kw["BM"], kw["BN"] // 2 if split else kw["BN"]])
-            progs = min(sms, triton.cdiv(M, kw["BM"]) * triton.cdiv(N, kw["BN"]))
-            name = (f"persistent {kw['BM']}x{kw['BN']}x{kw['BK']} g{kw['GROUP_M']} s{stages} w{warps}"
-                    + " epi-split" * split)
+            tiles = triton.cdiv(M, kw["BM"]) * triton.cdiv(N, kw["BN"])
+            progs = min(sms, tiles) if persistent else tiles
+            name = (f"{'persistent' if persistent else 'tile-a-program'} {kw['BM']}x{kw['BN']}x{kw['BK']} "
+                    f"g{kw['GROUP_M']} s{stages} w{warps}" + " epi-split" * split)
 
             def run(kw=kw, xd=xd, wd=wd, cd=cd, progs=progs, stages=stages, warps=warps) -> None:
                 expert._dense_gemm_persistent_kernel[(progs,)](
