@@ -569,8 +569,12 @@ def _persistent_gemm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, on_cpu
 
 
 def _persistent_fits(x: torch.Tensor, N: int) -> bool:
-    """TMA needs 16-byte aligned rows and bases: K and N multiples of 8 for 2-byte elements."""
-    return x.element_size() == 2 and x.shape[1] % 8 == 0 and N % 8 == 0 and x.data_ptr() % 16 == 0
+    """Whether the persistent GEMM can run this call: TMA (sm_90 or later), 2-byte activations,
+    and 16-byte aligned rows and bases (x's row stride, K and N multiples of 8; the unpacked
+    weight and the output are fresh, contiguous allocations)."""
+    target = triton.runtime.driver.active.get_current_target()
+    return (target.backend == "cuda" and target.arch >= 90 and x.element_size() == 2
+            and x.shape[1] % 8 == 0 and x.stride(0) % 8 == 0 and N % 8 == 0 and x.data_ptr() % 16 == 0)
 
 
 def _fused_big(x, qweight, qzeros, scales, out, G: int, fast: bool) -> None:

@@ -46,3 +46,26 @@ print("ok")
 @pytest.mark.parametrize("programs", [1, 3])
 def test_every_persistent_candidate_computes_the_product(programs: int) -> None:
     run_against_expert("w4a16-awq-gemm", CHECK, programs)
+
+
+FITS = r'''
+from types import SimpleNamespace
+import triton
+hopper = SimpleNamespace(backend="cuda", arch=90)
+ampere = SimpleNamespace(backend="cuda", arch=80)
+x = torch.zeros(300, 4104, dtype=torch.float16)
+for target, view, n, want in [
+    (hopper, x[:, :4096], 4096, True),      # a row-strided view whose rows stay 16-byte aligned
+    (hopper, x[:, :4096], 4100, False),     # N not a multiple of 8
+    (hopper, x.view(-1)[8:8 + 300 * 4100].view(300, 4100)[:, :4096], 4096, False),  # rows of 8,200 bytes
+    (hopper, x.float()[:, :4096], 4096, False),  # 4-byte activations
+    (ampere, x[:, :4096], 4096, False),     # no TMA before sm_90
+]:
+    triton.runtime.driver.set_active(SimpleNamespace(get_current_target=lambda t=target: t))
+    assert mod._persistent_fits(view, n) is want, (target, view.stride(), n, want)
+print("ok")
+'''
+
+
+def test_the_persistent_route_is_offered_only_where_tma_can_run_it() -> None:
+    run_against_expert("w4a16-awq-gemm", FITS)
