@@ -9,7 +9,12 @@ same unpacked weight (cuBLAS); the expert's whole routes; and torch.compile of t
 checks every GEMM against ``torch.mm`` first. Nothing here is judged: the bench's A/B is the
 claim; this says which part a gap is in.
 
-Usage: python3 scripts/w4a16_gemm_probe.py [--expert PATH] [--workload W4 ...] [--json OUT]
+On a machine without a GPU (``--device cpu``, with TRITON_INTERPRET=1) it runs the same steps in
+Triton's interpreter with one wall-clock call in place of ``do_bench`` and no torch.compile, which
+is how CI checks that it still fits the expert's internals (a renamed kernel would otherwise cost
+a device call).
+
+Usage: python3 scripts/w4a16_gemm_probe.py [--expert PATH] [--workload W4 ...] [--json OUT] [--device cuda|cpu]
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -51,23 +57,33 @@ EXTRA = [
 ]
 
 
-def probe(expert_path: Path, workload: str) -> dict:
-    """Times in µs (medians of do_bench) of each part at one workload, and the GEMMs' errors."""
+def probe(expert_path: Path, workload: str, dev: torch.device) -> dict:
+    """Times in µs (medians of do_bench; on the CPU one call's wall) of each part at one
+    workload, and the GEMMs' errors."""
     import triton
-    from triton.testing import do_bench
     from triton.tools.tensor_descriptor import TensorDescriptor
+
+    on_cpu = dev.type == "cpu"
+    if on_cpu:
+        def us(fn) -> float:
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e6
+    else:
+        from triton.testing import do_bench
+
+        def us(fn) -> float:
+            return do_bench(fn, warmup=10, rep=100) * 1e3
 
     task = get_task("w4a16-awq-gemm")
     w = find_workload(task, workload)
     baseline = load(task.baseline_path, "_probe_base")
     expert = load(expert_path, "_probe_expert")
-    dev = torch.device("cuda")
     inp = make_inputs(task, w.params, 0, dev, baseline)
     x, qw, qz, sc, G = inp["x"], inp["qweight"], inp["qzeros"], inp["scales"], inp["group_size"]
     M, K = x.shape
     N = sc.shape[1]
     fast = x.dtype == torch.float16
-    us = lambda fn: do_bench(fn, warmup=10, rep=100) * 1e3  # noqa: E731
     row: dict = {"workload": workload, "M": M, "N": N, "K": K}
 
     wt = torch.empty(K, N, dtype=x.dtype, device=dev)
@@ -104,13 +120,18 @@ def probe(expert_path: Path, workload: str) -> dict:
         return round((out.float() - ref.float()).abs().max().item() / scale, 6)
 
     grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
-    ptr = lambda: expert._dense_gemm_tuned[grid](x, wt, out, M, N, x.stride(0), wt.stride(0), out.stride(0), K=K)  # noqa: E731
+    args = (x, wt, out, M, N, x.stride(0), wt.stride(0), out.stride(0))
+    if on_cpu:  # the interpreter cannot autotune: the first candidate
+        first = expert._DENSE_CONFIGS[0]
+        ptr = lambda: expert._dense_gemm_kernel[grid](*args, K=K, **first.kwargs)  # noqa: E731
+    else:
+        ptr = lambda: expert._dense_gemm_tuned[grid](*args, K=K)  # noqa: E731
     ptr()
     row["pointer gemm"] = us(ptr)
     row["pointer gemm error"] = err()
-    row["pointer gemm pick"] = str(expert._dense_gemm_tuned.best_config)
+    row["pointer gemm pick"] = str(first if on_cpu else expert._dense_gemm_tuned.best_config)
     if hasattr(expert, "_dense_gemm_persistent_kernel"):
-        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        sms = 2 if on_cpu else torch.cuda.get_device_properties(dev).multi_processor_count
         variants = [(dict(c.kwargs), c.num_stages, c.num_warps, True) for c in expert._PERSISTENT_CONFIGS]
         variants += [v + (True,) for v in EXTRA if v + (True,) not in variants]
         # The same kernel with a program per tile (the tile loop runs once): TMA without persistence.
@@ -127,7 +148,8 @@ def probe(expert_path: Path, workload: str) -> dict:
 
             def run(kw=kw, xd=xd, wd=wd, cd=cd, progs=progs, stages=stages, warps=warps) -> None:
                 expert._dense_gemm_persistent_kernel[(progs,)](
-                    xd, wd, cd, M, N, K=K, PROGRAMS=progs, num_warps=warps, num_stages=stages, **kw)
+                    xd, wd, cd, M, N, K=K, PROGRAMS=progs, INTERPRET=on_cpu, num_warps=warps, num_stages=stages,
+                    **kw)
 
             try:
                 out.zero_()
@@ -140,6 +162,9 @@ def probe(expert_path: Path, workload: str) -> dict:
     expert.awq_gemm(x, qw, qz, sc, G)  # the first call picks the route
     row["expert call"] = us(lambda: expert.awq_gemm(x, qw, qz, sc, G))
     row["expert choices"] = dict(getattr(expert, "TIMED_CHOICES", {}))
+    if on_cpu:
+        row["compile"] = "not timed on the CPU"
+        return row
     compiled = torch.compile(baseline.awq_gemm)
     compiled(x, qw, qz, sc, G)
     row["compile"] = us(lambda: compiled(x, qw, qz, sc, G))
@@ -151,13 +176,15 @@ def main() -> None:
     ap.add_argument("--expert", type=Path, default=Path("references/w4a16-awq-gemm/expert.py"))
     ap.add_argument("--workload", action="append", default=None)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
-    rows = [probe(args.expert, w) for w in (args.workload or ["W4"])]
+    rows = [probe(args.expert, w, torch.device(args.device)) for w in (args.workload or ["W4"])]
     for row in rows:
         for key, value in row.items():
             print(f"{row['workload']} {key}: {round(value, 1) if isinstance(value, float) else value}")
     if args.json:
-        args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+        gpu = torch.cuda.get_device_name() if args.device != "cpu" else "none (interpreter)"
+        args.json.write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

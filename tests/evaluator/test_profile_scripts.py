@@ -339,3 +339,27 @@ def test_host_overhead_times_each_file_alternately_and_reports_its_choices(tmp_p
 
     with pytest.raises(SystemExit, match="silu-and-mul has no workload 'W9'"):
         _load("host_overhead").measure(get_task("silu-and-mul"), "W9", ["expert"], 1, 0, 0.0, torch.device("cpu"))
+
+
+def test_w4a16_gemm_probe_times_every_part_against_the_experts_internals(tmp_path) -> None:
+    """The w4a16 prefill probe (scripts/w4a16_gemm_probe.py) on the CPU at smoke S4: it reaches
+    the expert's unpack kernel, pointer GEMM and every persistent candidate by the names it uses
+    on the device, each GEMM matches ``torch.mm``, and nothing failed to build."""
+    out = tmp_path / "probe.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, str(REPO_ROOT / "scripts/w4a16_gemm_probe.py"), "--workload", "S4", "--device", "cpu",
+           "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert (row["M"], row["N"], row["K"]) == (144, 72, 256)
+    assert not [k for k, v in row.items() if isinstance(v, str) and v.startswith("failed")]
+    errors = {k: v for k, v in row.items() if k.endswith(" error")}
+    persistent = [k for k in errors if k.startswith("persistent ")]
+    spec = importlib.util.spec_from_file_location("_w4a16_expert", REPO_ROOT / "references/w4a16-awq-gemm/expert.py")
+    expert = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(expert)
+    assert len(persistent) >= len(expert._PERSISTENT_CONFIGS)
+    assert any(k.startswith("tile-a-program ") for k in errors) and "pointer gemm error" in errors
+    assert all(v < 1e-3 for v in errors.values()), errors
+    assert row["unpack"] > 0 and row["compile"] == "not timed on the CPU"
