@@ -37,8 +37,12 @@ from tasks.registry import get_task  # noqa: E402
 
 
 def _v(bm: int, bn: int, bk: int, group: int, stages: int, warps: int, **flags: bool) -> tuple[dict, int, int]:
+    """One persistent-kernel variant: its constexprs, stages and warps."""
     return {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": group, "EPI_SPLIT": False, **flags}, stages, warps
 
+
+#: The unpack kernel's (BK, BN, warps) besides the expert's (64, 256, 8).
+UNPACK_TILES = [(128, 256, 8), (64, 512, 8), (32, 512, 4), (128, 128, 4), (64, 256, 4)]
 
 #: Persistent-kernel variants timed beside the expert's own candidates: the stored tile in two
 #: halves (room for a fourth stage at 128 x 256), other super-group sizes, a 128-wide K step and
@@ -46,9 +50,6 @@ def _v(bm: int, bn: int, bk: int, group: int, stages: int, warps: int, **flags: 
 #: warp_specialize=True)``, documented for Blackwell only); Triton 3.6's Hopper pass for it fails
 #: on this kernel when compiled for sm_90 ("tensor descriptor block and tensor types must match"
 #: at the TMA store), on the tile loop or the K loop alike (scripts/preflight_sm90.py, session 30).
-#: The unpack kernel's (BK, BN, warps) besides the expert's (64, 256, 8).
-UNPACK_TILES = [(128, 256, 8), (64, 512, 8), (32, 512, 4), (128, 128, 4), (64, 256, 4)]
-
 EXTRA = [
     _v(128, 256, 64, 8, 4, 8, EPI_SPLIT=True), _v(128, 256, 64, 8, 3, 8, EPI_SPLIT=True),
     _v(256, 128, 64, 8, 4, 8, EPI_SPLIT=True),
