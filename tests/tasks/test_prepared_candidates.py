@@ -26,7 +26,8 @@ from tasks.registry import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs/results/h100-runs"
 #: Patches waiting for their device A/B.
-WAITING: list[str] = ["s30-candidate-w4a16-ws-gemm.patch", "s31-candidate-w4a16-persistent-tiles.patch"]
+WAITING: list[str] = ["s30-candidate-w4a16-ws-gemm.patch", "s31-candidate-w4a16-persistent-tiles.patch",
+                      "s31-candidate-flce-gemm-tiles.patch"]
 #: Patches whose A/B ran: what became of each, and where the measurement is.
 DECIDED = {
     "s23-candidate-wu-loop.patch": "not landed: no gain in session 24's A/B (s24-ab-gated-delta-wu-loop.md)",
