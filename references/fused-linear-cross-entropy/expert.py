@@ -40,6 +40,11 @@ def _gemm_configs() -> list[triton.Config]:
         # A deeper pipeline for the wide tile (192 KB): on the H200 these GEMMs ran at 87-94% of
         # the bf16 rate and torch.compile's extern GEMMs 4-10% faster (docs/results/h200.md).
         triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=4),
+        # One warp group on the square tile (half the registers a program: two programs an SM can
+        # overlap one's epilogue with the other's main loop); the fastest tile of the same kind of
+        # TMA GEMM in session 30's w4a16 probe on an H100 (scripts/w4a16_gemm_probe.py).
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=4),
+        triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=5),
     ]
 
 
@@ -132,7 +137,17 @@ def _gemm_tma_kernel(
     pid_n = (pid % per_group) // group_size
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    rm = off_m + tl.arange(0, BLOCK_M)
+    rn = off_n + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn.to(tl.int64)[None, :] * stride_cn
+    c_mask = (rm < M)[:, None] & (rn < N)[None, :]
+    # Accumulating, C is the accumulator's first value: loaded before the K loop, not added after
+    # it, so the epilogue never holds C's tile beside the accumulator (at 128 x 256 that spilled
+    # 196 B a thread on sm_90, docs/results/preflight-sm90-table.md).
+    if ACCUMULATE:  # noqa: SIM108 - constexpr branches of a Triton kernel
+        acc = tl.load(c_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     n_k = tl.cdiv(K, BLOCK_K)
     if INTERPRET:
         kt = 0
@@ -142,12 +157,6 @@ def _gemm_tma_kernel(
     else:
         for kt in range(n_k):
             acc = _gemm_tma_step(acc, a_desc, b_desc, off_m, off_n, kt * BLOCK_K, A_T, B_T, PRECISION)
-    rm = off_m + tl.arange(0, BLOCK_M)
-    rn = off_n + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn.to(tl.int64)[None, :] * stride_cn
-    c_mask = (rm < M)[:, None] & (rn < N)[None, :]
-    if ACCUMULATE:
-        acc += tl.load(c_ptrs, mask=c_mask, other=0.0)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 

@@ -27,7 +27,10 @@ ran M = 1,024 at 0.76x torch.compile, which keeps the baseline's dequantize-then
 the same reason. The two-pass route's GEMM comes in two forms, both timed: one program a tile with
 pointer loads, and a persistent one (a program an SM walking the tiles, operands and the output by
 TMA, the loop over tiles and K steps flattened so that loads for the next tile are in flight during
-a tile's store).
+a tile's store). On Hopper three more forms are timed: the persistent GEMM written in Gluon with
+warp specialization (``_dense_gemm_ws_kernel``: one producer warp issues every TMA load into a
+ring of buffers, the consumer warp groups only wait on mbarriers, multiply and store), at three
+tiles; on an H100 it is the fastest at M = 1,024 (1.10x the Triton persistent form's route).
 
 Decode sizes are pure weight streaming: the K range is split among SPLIT programs per tile so all
 SMs stream disjoint weight slices; fp32 partial tiles are summed in a fixed order by a small
@@ -48,7 +51,13 @@ import triton
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 
 @triton.jit
@@ -492,6 +501,126 @@ def _persistent_tile(x_desc, w_desc, c_desc, tile, M, N, K: tl.constexpr, BM: tl
         c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
 
 
+@gluon.jit
+def _ws_tile_of(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    """``_tile_of`` for the Gluon kernel below (a Gluon kernel cannot call a Triton one)."""
+    num_m = gl.cdiv(M, BM)
+    num_n = gl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows_in_group = gl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
+
+
+@gluon.jit
+def _ws_load_partition(x_desc, w_desc, x_bufs, w_bufs, empty, ready, M, N, K: gl.constexpr,
+                       GROUP_M: gl.constexpr, STAGES: gl.constexpr, PROGRAMS: gl.constexpr):
+    """The producer warp: for every tile of this program and every K step, wait until the
+    consumers have released a stage, then issue both operand tiles' TMA loads into it."""
+    BM: gl.constexpr = x_desc.block_type.shape[0]
+    BK: gl.constexpr = x_desc.block_type.shape[1]
+    BN: gl.constexpr = w_desc.block_type.shape[1]
+    tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    i = 0
+    for tile in range(gl.program_id(0), tiles, PROGRAMS):
+        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        for k in range(K // BK):
+            s = i % STAGES
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier passes parity 1
+            mbarrier.expect(ready.index(s), x_desc.block_type.nbytes + w_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(x_desc, [pid_m * BM, k * BK], ready.index(s), x_bufs.index(s))
+            tma.async_copy_global_to_shared(w_desc, [k * BK, pid_n * BN], ready.index(s), w_bufs.index(s))
+            i += 1
+
+
+@gluon.jit
+def _ws_mma_partition(c_desc, x_bufs, w_bufs, empty, ready, c_smem, M, N, K: gl.constexpr,
+                      GROUP_M: gl.constexpr, STAGES: gl.constexpr, PROGRAMS: gl.constexpr,
+                      num_warps: gl.constexpr):
+    """The consumer warp groups: per K step, wait for the stage's operands, issue the wgmma with
+    both operands in shared memory, and once the previous step's wgmma has finished release that
+    step's stage to the producer; per tile, the accumulator goes out through shared memory by a
+    TMA store, which runs while the next tile's first MMAs do."""
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = x_bufs.shape[2]
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    i = 0
+    for tile in range(gl.program_id(0), tiles, PROGRAMS):
+        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        acc = gl.zeros([BM, BN], gl.float32, layout=mma)
+        for k in range(K // BK):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            acc = warpgroup_mma(x_bufs.index(s), w_bufs.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, x_bufs.index(s), w_bufs.index(s)))[0]
+            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=k > 0)  # step i - 1 is done
+            i += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1)
+        tma.store_wait(pendings=0)  # the last tile's store has left c_smem
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _dense_gemm_ws_kernel(x_desc, w_desc, c_desc, M, N, K: gl.constexpr, GROUP_M: gl.constexpr,
+                          STAGES: gl.constexpr, PROGRAMS: gl.constexpr, num_warps: gl.constexpr):
+    """C = X @ W for the two-pass route, persistent and warp-specialized (Hopper, Gluon): one
+    producer warp issues every TMA load into a ring of STAGES operand buffers, and the kernel's
+    num_warps warps (one or two warp groups) only wait, multiply and store. In
+    ``_dense_gemm_persistent_kernel`` the same warps issue the loads and the MMAs, and Triton 3.6's
+    automatic warp specialization does not build for sm_90 on it. K % BK == 0."""
+    BM: gl.constexpr = x_desc.block_type.shape[0]
+    BK: gl.constexpr = x_desc.block_type.shape[1]
+    BN: gl.constexpr = w_desc.block_type.shape[1]
+    dtype: gl.constexpr = x_desc.dtype
+    x_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], x_desc.layout)
+    w_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], w_desc.layout)
+    c_smem = gl.allocate_shared_memory(dtype, [BM, BN], c_desc.layout)
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(empty.index(s), count=1)
+        mbarrier.init(ready.index(s), count=1)
+    gl.warp_specialize([
+        (_ws_mma_partition, (c_desc, x_bufs, w_bufs, empty, ready, c_smem, M, N, K, GROUP_M, STAGES, PROGRAMS,
+                             num_warps)),
+        (_ws_load_partition, (x_desc, w_desc, x_bufs, w_bufs, empty, ready, M, N, K, GROUP_M, STAGES, PROGRAMS)),
+    ], [1], [40])
+
+
+#: The warp-specialized kernel's tiles: (BM, BN, BK, stages, warps). 128 x 256 on two warp groups
+#: with 3 stages (144 KB of operands and the 64 KB output tile), 128 x 128 on one or two. On an
+#: H100 at M = 1,024, N = 10,240, K = 8,192 (session 31's A/B, docs/results/h100-runs/
+#: s31-ab-w4a16-ws-gemm.md) the whole route took 315 us with 128 x 128 on one warp group, 333 on
+#: two and 342 at 128 x 256, against 336 for the Triton persistent GEMM and 358 by pointers.
+WS_TILES = {"ws-128x256": (128, 256, 64, 3, 8), "ws-128x128": (128, 128, 64, 5, 4),
+            "ws-128x128-2wg": (128, 128, 64, 5, 8)}
+
+
+def _ws_gemm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, tile: str) -> None:
+    """out = x @ w by ``_dense_gemm_ws_kernel`` with one of ``WS_TILES`` (Hopper only; the
+    caller checked ``_persistent_fits``)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    bm, bn, bk, stages, warps = WS_TILES[tile]
+    M, K = x.shape
+    N = out.shape[1]
+    lay = gl.NVMMASharedLayout.get_default_for
+    x_desc = GluonDescriptor.from_tensor(x, [bm, bk], lay([bm, bk], gl.float16))
+    w_desc = GluonDescriptor.from_tensor(w, [bk, bn], lay([bk, bn], gl.float16))
+    c_desc = GluonDescriptor.from_tensor(out, [bm, bn], lay([bm, bn], gl.float16))
+    programs = min(torch.cuda.get_device_properties(x.device).multi_processor_count,
+                   triton.cdiv(M, bm) * triton.cdiv(N, bn))
+    _dense_gemm_ws_kernel[(programs,)](x_desc, w_desc, c_desc, M, N, K=K, GROUP_M=8, STAGES=stages,
+                                       PROGRAMS=programs, num_warps=warps)
+
+
 def _persistent_block_shapes(nargs: dict) -> None:
     """Autotune pre-hook: the descriptors' tile shapes follow the candidate's BM/BN/BK."""
     bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
@@ -500,19 +629,24 @@ def _persistent_block_shapes(nargs: dict) -> None:
     nargs["c_desc"].block_shape = [bm, bn // 2] if nargs.get("EPI_SPLIT") else [bm, bn]
 
 
-#: The persistent kernel's candidates (8 warps: two warp groups share a tile): 128 x 256 and
+#: The persistent kernel's candidates (mostly 8 warps: two warp groups share a tile): 128 x 256 and
 #: 256 x 128 (48 KB of operands a stage) with 3 stages and the 64 KB output tile, or with 4 and
 #: the output stored in two halves (a 4th stage and the whole tile exceed the 227 KB of shared
 #: memory); 128 x 128 with 4 or 5 stages (twice the tiles: a shorter last wave where the tile
 #: count is a little over a multiple of the SMs) or a 128-wide K step. On an H100 at M = 1,024,
 #: N = 10,240, K = 8,192 the first four took 264, 261, 297 and 289 us
-#: (``scripts/w4a16_gemm_probe.py``, session 30), cuBLAS 230.
+#: (``scripts/w4a16_gemm_probe.py``, session 30), cuBLAS 230; the probe's two fastest were 128 x 128
+#: on one warp group with 4 stages (253.5 us: half the registers, so two programs could share an SM)
+#: and on two with 6 stages (257.6 us), the last two here.
 _PERSISTENT_CONFIGS = [
-    triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "EPI_SPLIT": split}, num_warps=8, num_stages=st,
+    triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "EPI_SPLIT": split}, num_warps=w, num_stages=st,
                   pre_hook=_persistent_block_shapes)
-    for bm, bn, bk, st, split in ((128, 256, 64, 3, False), (128, 128, 64, 4, False), (128, 128, 64, 5, False),
-                                  (256, 128, 64, 3, False), (128, 256, 64, 4, True), (256, 128, 64, 4, True),
-                                  (128, 128, 128, 3, False))
+    for bm, bn, bk, st, split, w in ((128, 256, 64, 3, False, 8), (128, 128, 64, 4, False, 8),
+                                     (128, 128, 64, 5, False, 8), (256, 128, 64, 3, False, 8),
+                                     (128, 256, 64, 4, True, 8), (256, 128, 64, 4, True, 8),
+                                     (128, 128, 128, 3, False, 8),
+                                     # session 30's probe: one warp group on 128 x 128, and six stages
+                                     (128, 128, 64, 4, False, 4), (128, 128, 64, 6, False, 8))
 ]
 _dense_gemm_persistent_tuned = triton.autotune(configs=_PERSISTENT_CONFIGS, key=["M", "N", "K"])(
     _dense_gemm_persistent_kernel)
@@ -525,7 +659,7 @@ _ROUTE_PICK: dict[tuple, str] = {}
 TIMED_CHOICES: dict[str, str] = {}
 
 
-def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool, persistent: bool = False) -> None:
+def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool, persistent: bool | str = False) -> None:
     """Unpack the whole weight once, then a plain GEMM (see the module docstring): one program a
     tile by pointers, or, with ``persistent``, one program an SM with TMA operands."""
     M, K = x.shape
@@ -536,6 +670,9 @@ def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool,
         qweight, qzeros, scales, w, N, qweight.stride(0), qzeros.stride(0), scales.stride(0), w.stride(0),
         G=G, BK=bk, BN=bn, FAST_CVT=fast, num_warps=8,
     )
+    if persistent in WS_TILES:
+        _ws_gemm(x, w, out, persistent)
+        return
     if persistent:
         _persistent_gemm(x, w, out, on_cpu)
         return
@@ -640,6 +777,10 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         if _persistent_fits(x, N):
             routes["two-pass-persistent"] = lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast,
                                                               on_cpu=False, persistent=True)
+            if x.dtype == torch.float16 and triton.runtime.driver.active.get_current_target().arch == 90:
+                for name in WS_TILES:
+                    routes["two-pass-" + name] = lambda name=name: _two_pass(x, qweight, qzeros, scales, out, G, fast,
+                                                                             on_cpu=False, persistent=name)
         _pick(routes, (M, N, K, x.dtype, x.device))()
         return out
     if on_cpu:

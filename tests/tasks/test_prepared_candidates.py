@@ -26,8 +26,7 @@ from tasks.registry import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs/results/h100-runs"
 #: Patches waiting for their device A/B.
-WAITING: list[str] = ["s30-candidate-w4a16-ws-gemm.patch", "s31-candidate-w4a16-persistent-tiles.patch",
-                      "s31-candidate-flce-gemm-tiles.patch"]
+WAITING: list[str] = []
 #: Patches whose A/B ran: what became of each, and where the measurement is.
 DECIDED = {
     "s23-candidate-wu-loop.patch": "not landed: no gain in session 24's A/B (s24-ab-gated-delta-wu-loop.md)",
@@ -36,6 +35,11 @@ DECIDED = {
     "s26-candidate-w4a16-regdq.patch": "landed: 1.16x/1.09x at W1/W2 in session 29's A/B (s29-ab-w4a16-regdq-all.md)",
     "s27-candidate-topk-shrinking-search.patch": "landed: 1.01x/1.08x/1.00x in session 28's A/B "
                                                   "(s28-ab-topk-shrinking-v2.md)",
+    "s30-candidate-w4a16-ws-gemm.patch": "landed: 1.10x at W4, W3 unchanged, in session 31's A/B "
+                                         "(s31-ab-w4a16-ws-gemm.md)",
+    "s31-candidate-w4a16-persistent-tiles.patch": "landed: 1.04x at W4, W3 unchanged, in session 31's A/B "
+                                                  "(s31-ab-w4a16-persistent-tiles.md)",
+    "s31-candidate-flce-gemm-tiles.patch": "landed: 1.00x/1.03x/1.02x in session 31's A/B (s31-ab-flce-gemm-tiles.md)",
 }
 #: What a copy of the tree needs to run a candidate's tests.
 TREE = ["evaluator", "tasks", "references", "guidance", "scripts", "tests", "pyproject.toml"]
