@@ -8,20 +8,33 @@ Liger's design, with every product in Triton. Tokens are processed in chunks; pe
    logsumexp and the target logit (the loss term, added atomically), then a second sweep overwrites
    the scratch in place with dz = (softmax - onehot) / n_valid (zero for ignored tokens);
 3. dX GEMM: dX_c = dz W, written once;
-4. dW GEMM: dW += dz^T x_c, accumulated into the fp32 output inside the GEMM epilogue (the
-   beta = 1 form; the first chunk stores without reading).
+4. dW GEMM: dW += dz^T x_c, accumulated into the fp32 output inside the GEMM, whose accumulator
+   starts from the stored tile (the beta = 1 form; the first chunk stores without reading).
 
 The products fetch their operand tiles by TMA (host tensor descriptors, tile shapes set per
-autotune candidate) when every operand row is 16-byte aligned, else by pointers.
+autotune candidate) when every operand row is 16-byte aligned, else by pointers. On Hopper each
+product's first call also times a warp-specialized form written in Gluon (one producer warp issues
+the TMA loads, the consumer warp groups only wait, multiply and store) and keeps the faster.
 The full [BT, V] logits never exist: the only large buffers are the scratch and the fp32 dW output.
 n_valid is counted on the device first, so no host sync is needed.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 IGNORE_INDEX = -100
 
@@ -231,6 +244,217 @@ def _gemm_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: boo
         _gemm_tma_tuned[grid](*args, **flags)
 
 
+@gluon.jit
+def _ws_tile_of(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    """The grouped tile order of the Triton kernels, for the Gluon kernel below."""
+    num_m = gl.cdiv(M, BM)
+    num_n = gl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows_in_group = gl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
+
+
+@gluon.jit
+def _ws_load_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, ready, c_ready, c_free, M, N, K,
+                       A_T: gl.constexpr, B_T: gl.constexpr, ACCUMULATE: gl.constexpr, BM: gl.constexpr,
+                       BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                       PROGRAMS: gl.constexpr):
+    """The producer warp: for every K step of every tile, both operand tiles into a free stage;
+    when accumulating, also C's tile into c_smem, once the consumers' last store has left it. C
+    goes after the tile's first STAGES - 1 steps, so those are in flight during the previous
+    tile's epilogue, which C's load has to wait for. Tiles past an edge of M, N or K read as zeros
+    (TMA), so K needs no multiple of BK."""
+    tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    n_k = gl.cdiv(K, BK)
+    c_after = gl.minimum(STAGES - 2, n_k - 1)
+    i = 0
+    t = 0
+    for tile in range(gl.program_id(0), tiles, PROGRAMS):
+        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        for k in range(n_k):
+            s = i % STAGES
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            if A_T:
+                tma.async_copy_global_to_shared(a_desc, [k * BK, pid_m * BM], ready.index(s), a_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k * BK], ready.index(s), a_bufs.index(s))
+            if B_T:
+                tma.async_copy_global_to_shared(b_desc, [pid_n * BN, k * BK], ready.index(s), b_bufs.index(s))
+            else:
+                tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
+            if ACCUMULATE:  # noqa: SIM102 - a constexpr branch around a runtime one
+                if k == c_after:
+                    mbarrier.wait(c_free, (t & 1) ^ 1)  # a fresh barrier passes parity 1
+                    mbarrier.expect(c_ready, c_desc.block_type.nbytes)
+                    tma.async_copy_global_to_shared(c_desc, [pid_m * BM, pid_n * BN], c_ready, c_smem)
+            i += 1
+        t += 1  # noqa: SIM113 - Gluon loops have no enumerate
+
+
+@gluon.jit
+def _ws_mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, ready, c_ready, c_free, M, N, K,
+                      A_T: gl.constexpr, B_T: gl.constexpr, ACCUMULATE: gl.constexpr, BM: gl.constexpr,
+                      BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                      PROGRAMS: gl.constexpr, num_warps: gl.constexpr):
+    """The consumer warp groups: per K step, wait for the stage, wgmma from shared memory (a
+    transposed operand as a permuted view of its buffer), release the previous step's stage once
+    its wgmma has finished; per tile, the accumulator starts from C's tile when accumulating and
+    leaves through c_smem by a TMA store."""
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    i = 0
+    t = 0
+    for tile in range(gl.program_id(0), tiles, PROGRAMS):
+        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        if ACCUMULATE:
+            mbarrier.wait(c_ready, t & 1)
+            acc = c_smem.load(mma)
+        else:
+            acc = gl.zeros([BM, BN], gl.float32, layout=mma)
+        for k in range(gl.cdiv(K, BK)):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            if A_T:  # noqa: SIM108 - constexpr branches of a Gluon kernel
+                a = a_bufs.index(s).permute((1, 0))
+            else:
+                a = a_bufs.index(s)
+            if B_T:  # noqa: SIM108 - constexpr branches of a Gluon kernel
+                b = b_bufs.index(s).permute((1, 0))
+            else:
+                b = b_bufs.index(s)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_bufs.index(s), b_bufs.index(s)))[0]
+            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=k > 0)
+            i += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1)
+        if not ACCUMULATE:
+            tma.store_wait(pendings=0)  # the last tile's store has left c_smem
+        c_smem.store(acc.to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+        if ACCUMULATE:  # the next tile's C may be loaded into c_smem once this store has read it
+            tma.store_wait(pendings=0)
+            mbarrier.arrive(c_free, count=1)
+        t += 1  # noqa: SIM113 - Gluon loops have no enumerate
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _gemm_ws_kernel(a_desc, b_desc, c_desc, M, N, K, A_T: gl.constexpr, B_T: gl.constexpr,
+                    ACCUMULATE: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                    PROGRAMS: gl.constexpr, num_warps: gl.constexpr):
+    """C (+)= A @ B, persistent and warp-specialized (Hopper, Gluon): one producer warp issues
+    every TMA load into a ring of STAGES operand buffers, and the kernel's num_warps warps (one or
+    two warp groups) only wait, multiply and store. a_desc describes A's storage ([M, K], or
+    [K, M] when A_T), b_desc B's ([K, N], or [N, K] when B_T); c_desc is C, in its own dtype."""
+    BM: gl.constexpr = c_desc.block_type.shape[0]
+    BN: gl.constexpr = c_desc.block_type.shape[1]
+    BK: gl.constexpr = a_desc.block_type.shape[0] if A_T else a_desc.block_type.shape[1]
+    dtype: gl.constexpr = a_desc.dtype
+    A0: gl.constexpr = a_desc.block_type.shape[0]
+    A1: gl.constexpr = a_desc.block_type.shape[1]
+    B0: gl.constexpr = b_desc.block_type.shape[0]
+    B1: gl.constexpr = b_desc.block_type.shape[1]
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, A0, A1], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, B0, B1], b_desc.layout)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, [BM, BN], c_desc.layout)
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    c_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    c_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(empty.index(s), count=1)
+        mbarrier.init(ready.index(s), count=1)
+    mbarrier.init(c_ready, count=1)
+    mbarrier.init(c_free, count=1)
+    gl.warp_specialize([
+        (_ws_mma_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, ready, c_ready, c_free, M, N, K,
+                             A_T, B_T, ACCUMULATE, BM, BN, BK, GROUP_M, STAGES, PROGRAMS, num_warps)),
+        (_ws_load_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, ready, c_ready, c_free, M, N,
+                              K, A_T, B_T, ACCUMULATE, BM, BN, BK, GROUP_M, STAGES, PROGRAMS)),
+    ], [1], [40])
+
+
+#: The warp-specialized kernel's tiles: (BM, BN, BK, stages, warps). A 2-byte output fits 128 x 256
+#: on two warp groups with 3 stages (144 KB of operands and a 64 KB output tile); an fp32 output
+#: (the dW product) 128 x 128 with 4 stages (128 KB and 64 KB), on one warp group or two. On an H100
+#: (session 31, docs/results/h100-runs/s31-ab-flce-ws-gemm.md) the first calls picked it, at 128 x
+#: 256, for the logits product at every workload (2-3% faster than the Triton kernel) and once for
+#: W3's first dW chunk; the Triton kernel kept dX and the accumulating dW products (1-12% faster).
+WS_TILES_16 = {"ws-128x256": (128, 256, 64, 3, 8), "ws-128x128": (128, 128, 64, 5, 4)}
+WS_TILES_32 = {"ws-128x128": (128, 128, 64, 4, 4), "ws-128x128-2wg": (128, 128, 64, 4, 8)}
+
+
+def _gemm_ws(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool, tile: str) -> None:
+    """c (+)= a @ b by ``_gemm_ws_kernel`` with one of the tiles above (Hopper; TMA-fit operands)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+    bm, bn, bk, stages, warps = (WS_TILES_32 if c.dtype == torch.float32 else WS_TILES_16)[tile]
+    a_t = a.stride(0) == 1 and a.stride(1) != 1
+    b_t = b.stride(0) == 1 and b.stride(1) != 1
+    ab = gl.bfloat16 if a.dtype == torch.bfloat16 else gl.float16
+    cd = gl.float32 if c.dtype == torch.float32 else ab
+    lay = gl.NVMMASharedLayout.get_default_for
+    a_block = [bk, bm] if a_t else [bm, bk]
+    b_block = [bn, bk] if b_t else [bk, bn]
+    a_desc = GluonDescriptor.from_tensor(a.t() if a_t else a, a_block, lay(a_block, ab))
+    b_desc = GluonDescriptor.from_tensor(b.t() if b_t else b, b_block, lay(b_block, ab))
+    c_desc = GluonDescriptor.from_tensor(c, [bm, bn], lay([bm, bn], cd))
+    programs = min(torch.cuda.get_device_properties(a.device).multi_processor_count,
+                   triton.cdiv(M, bm) * triton.cdiv(N, bn))
+    _gemm_ws_kernel[(programs,)](a_desc, b_desc, c_desc, M, N, K, A_T=a_t, B_T=b_t, ACCUMULATE=accumulate,
+                                 GROUP_M=8, STAGES=stages, PROGRAMS=programs, num_warps=warps)
+
+
+#: Per product (M, N, K, operand layouts, accumulation, dtypes): the form its first call timed
+#: fastest, "triton-tma" or one of the warp-specialized tiles.
+_ROUTE_PICK: dict[tuple, str] = {}
+#: What the timed choices above picked, with the times that decided them (the engine reports a
+#: module-level ``TIMED_CHOICES`` with each result, docs/bundle-format.md).
+TIMED_CHOICES: dict[str, str] = {}
+
+
+def _ws_ok(a: torch.Tensor, c: torch.Tensor) -> bool:
+    """The warp-specialized kernel is built for Hopper (sm_90's wgmma) and 2-byte operands; the
+    caller has checked that every operand, C included, fits TMA."""
+    return (a.dtype in (torch.bfloat16, torch.float16) and c.dtype in (a.dtype, torch.float32)
+            and torch.cuda.get_device_capability(a.device)[0] == 9)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool):
+    """The form of this product that its shape's first call timed fastest (each form warmed first,
+    then timed twice in opposite orders, keeping its faster time); an accumulating product's C is
+    restored after the timing, so the timed runs add nothing to it."""
+    tiles = WS_TILES_32 if c.dtype == torch.float32 else WS_TILES_16
+    routes = {"triton-tma": functools.partial(_gemm_tma, a, b, c, accumulate)}
+    routes.update({t: functools.partial(_gemm_ws, a, b, c, accumulate, t) for t in tiles})
+    M, K = a.shape
+    key = (M, b.shape[1], K, a.stride(0) == 1, b.stride(0) == 1, accumulate, a.dtype, c.dtype)
+    if key not in _ROUTE_PICK:
+        from triton.testing import do_bench
+
+        saved = c.clone() if accumulate else None
+        for run in routes.values():
+            run()
+        times: dict[str, float] = {}
+        for order in (list(routes), list(reversed(routes))):
+            for r in order:
+                ms = do_bench(routes[r], warmup=5, rep=30)
+                times[r] = min(ms, times.get(r, ms))
+        if saved is not None:
+            c.copy_(saved)
+        _ROUTE_PICK[key] = pick = min(times, key=times.get)
+        TIMED_CHOICES["product M={} N={} K={} A_T={} B_T={} accumulate={}".format(*key[:6])] = (
+            f"{pick} (" + ", ".join(f"{n} {ms * 1e3:.0f} us" for n, ms in times.items()) + ")")
+    return routes[_ROUTE_PICK[key]]
+
+
 #: Autotuned once per (M, N, K, operand majorness, accumulation); restore_value keeps the accumulating dW GEMM
 #: correct while candidates are benchmarked. The interpreter launches the plain kernel instead.
 _gemm_tuned = triton.autotune(configs=_gemm_configs(), key=["M", "N", "K", "A_KMAJOR", "B_KMAJOR", "ACCUMULATE"],
@@ -255,7 +479,10 @@ def _gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool) -
             _gemm_tma(a, b, c, accumulate, interpret=True)
             return
         try:
-            _gemm_tma(a, b, c, accumulate)
+            if _tma_ok(c) and _ws_ok(a, c):
+                _product(a, b, c, accumulate)()
+            else:
+                _gemm_tma(a, b, c, accumulate)
             return
         except Exception:  # noqa: BLE001 - a device without usable TMA: pointer kernel from now on
             _TMA_BROKEN.append(True)
