@@ -16,28 +16,17 @@ import re
 from evaluator.modules import load_module
 from tasks.registry import get_task
 from tests.evaluator.test_preflight_sm90 import pf  # noqa: F401 (the sm_90 preflight, as a fixture)
+from tests.tasks.sm90_builds import MBARRIER_WAIT, TMA_LOAD, TMA_STORE, assert_ptx_has, sound_builds
 
 TASK = "fused-linear-cross-entropy"
-SM90_SHARED = 232448  # bytes an sm_90 program may use
 KERNEL = "_gemm_ws_kernel"
 
 
 def test_every_product_builds_the_ws_kernel_for_sm90_with_tma_and_mbarriers(tmp_path, pf) -> None:  # noqa: F811
     expert = load_module(get_task(TASK).expert_path, "_flce_ws_test_expert")
-    (report,) = pf.preflight(get_task(TASK), ["W1"], False, {}, tmp_path)
-    assert report.error == "", report.error
-    builds = [b for b in report.builds if b.kernel == KERNEL]
+    builds = sound_builds(pf, TASK, "W1", KERNEL, tmp_path)
     flags = {re.search(r"A_T=\w+ B_T=\w+ ACCUMULATE=\w+", b.constexprs)[0] for b in builds}
     assert flags == {"A_T=False B_T=True ACCUMULATE=False", "A_T=False B_T=False ACCUMULATE=False",
                      "A_T=True B_T=False ACCUMULATE=False", "A_T=True B_T=False ACCUMULATE=True"}, flags
     assert len(builds) == 2 * len(expert.WS_TILES_16) + 2 * len(expert.WS_TILES_32), builds
-    for build in builds:
-        assert build.wgmma and build.spill_stores == 0 and build.spill_loads == 0, build
-        assert build.shared <= SM90_SHARED, build
-    ptxs = list(tmp_path.glob(f"{KERNEL}-*.ptx"))
-    assert len(ptxs) == len(builds)
-    for ptx in ptxs:
-        text = ptx.read_text()
-        assert "cp.async.bulk.tensor.2d.shared::cluster.global" in text, ptx.name  # TMA loads
-        assert "mbarrier.try_wait" in text, ptx.name  # the hand-over between the partitions
-        assert "cp.async.bulk.tensor.2d.global.shared::cta" in text, ptx.name  # the TMA store
+    assert_ptx_has(tmp_path, KERNEL, len(builds), TMA_LOAD, MBARRIER_WAIT, TMA_STORE)
