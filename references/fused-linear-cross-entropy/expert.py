@@ -62,6 +62,19 @@ def _gemm_configs() -> list[triton.Config]:
 
 
 @triton.jit
+def _tile_of(tile, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row tile, column tile) of output tile ``tile``, in super-groups of GROUP_M row tiles so a
+    band of A rows and B columns is reused from L2; every GEMM here orders its tiles this way (the
+    Gluon kernel calls it too)."""
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
+
+
+@triton.jit
 def _gemm_k_step(acc, a_ptrs, b_ptrs, kt, K, rk, stride_ak, stride_bk,
                  BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr):
     """acc += the kt-th BLOCK_K slice of A times that of B."""
@@ -89,15 +102,7 @@ def _gemm_kernel(
 
     EVEN_K (K a multiple of every candidate BLOCK_K) drops the K mask from the main loop.
     """
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_n
-    group = pid // per_group
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_size
-    pid_n = (pid % per_group) // group_size
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -139,15 +144,7 @@ def _gemm_tma_kernel(
     a_desc describes A's storage: [M, K], or [K, M] when A_T (A is a transposed view); b_desc
     describes [K, N], or [N, K] when B_T. The accumulator is stored (or accumulated) by pointers.
     """
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_n
-    group = pid // per_group
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_size
-    pid_n = (pid % per_group) // group_size
+    pid_m, pid_n = _tile_of(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
     rm = off_m + tl.arange(0, BLOCK_M)
@@ -245,17 +242,6 @@ def _gemm_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: boo
 
 
 @gluon.jit
-def _ws_tile_of(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-    """The grouped tile order of the Triton kernels, for the Gluon kernel below."""
-    num_m = gl.cdiv(M, BM)
-    num_n = gl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (tile // per_group) * GROUP_M
-    rows_in_group = gl.minimum(num_m - first_m, GROUP_M)
-    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
-
-
-@gluon.jit
 def _ws_load_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, ready, c_ready, c_free, M, N, K,
                        A_T: gl.constexpr, B_T: gl.constexpr, ACCUMULATE: gl.constexpr, BM: gl.constexpr,
                        BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
@@ -271,7 +257,7 @@ def _ws_load_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, re
     i = 0
     t = 0
     for tile in range(gl.program_id(0), tiles, PROGRAMS):
-        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        pid_m, pid_n = _tile_of(tile, M, N, BM, BN, GROUP_M)
         for k in range(n_k):
             s = i % STAGES
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
@@ -308,7 +294,7 @@ def _ws_mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty, rea
     i = 0
     t = 0
     for tile in range(gl.program_id(0), tiles, PROGRAMS):
-        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        pid_m, pid_n = _tile_of(tile, M, N, BM, BN, GROUP_M)
         if ACCUMULATE:
             mbarrier.wait(c_ready, t & 1)
             acc = c_smem.load(mma)
@@ -424,13 +410,15 @@ def _ws_ok(a: torch.Tensor, c: torch.Tensor) -> bool:
     """The warp-specialized kernel is built for Hopper (sm_90's wgmma) and 2-byte operands; the
     caller has checked that every operand, C included, fits TMA."""
     return (a.dtype in (torch.bfloat16, torch.float16) and c.dtype in (a.dtype, torch.float32)
-            and torch.cuda.get_device_capability(a.device)[0] == 9)
+            and triton.runtime.driver.active.get_current_target().arch == 90)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool):
     """The form of this product that its shape's first call timed fastest (each form warmed first,
     then timed twice in opposite orders, keeping its faster time); an accumulating product's C is
-    restored after the timing, so the timed runs add nothing to it."""
+    restored after the timing, so the timed runs add nothing to it. A warp-specialized form that
+    fails to build or launch is left out (and named in ``TIMED_CHOICES``) rather than taking the
+    Triton TMA kernel down with it."""
     tiles = WS_TILES_32 if c.dtype == torch.float32 else WS_TILES_16
     routes = {"triton-tma": functools.partial(_gemm_tma, a, b, c, accumulate)}
     routes.update({t: functools.partial(_gemm_ws, a, b, c, accumulate, t) for t in tiles})
@@ -440,8 +428,15 @@ def _product(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool
         from triton.testing import do_bench
 
         saved = c.clone() if accumulate else None
-        for run in routes.values():
-            run()
+        failed = []
+        for name, run in list(routes.items()):
+            try:
+                run()
+            except Exception as exc:  # noqa: BLE001 - a form that cannot build or launch here is not timed
+                if name == "triton-tma":
+                    raise  # the caller falls back to the pointer kernel
+                failed.append(f"{name} failed: {type(exc).__name__}")
+                del routes[name]
         times: dict[str, float] = {}
         for order in (list(routes), list(reversed(routes))):
             for r in order:
@@ -451,7 +446,7 @@ def _product(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, accumulate: bool
             c.copy_(saved)
         _ROUTE_PICK[key] = pick = min(times, key=times.get)
         TIMED_CHOICES["product M={} N={} K={} A_T={} B_T={} accumulate={}".format(*key[:6])] = (
-            f"{pick} (" + ", ".join(f"{n} {ms * 1e3:.0f} us" for n, ms in times.items()) + ")")
+            f"{pick} (" + ", ".join([f"{n} {ms * 1e3:.0f} us" for n, ms in times.items()] + failed) + ")")
     return routes[_ROUTE_PICK[key]]
 
 

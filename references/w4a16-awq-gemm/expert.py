@@ -502,17 +502,6 @@ def _persistent_tile(x_desc, w_desc, c_desc, tile, M, N, K: tl.constexpr, BM: tl
 
 
 @gluon.jit
-def _ws_tile_of(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
-    """``_tile_of`` for the Gluon kernel below (a Gluon kernel cannot call a Triton one)."""
-    num_m = gl.cdiv(M, BM)
-    num_n = gl.cdiv(N, BN)
-    per_group = GROUP_M * num_n
-    first_m = (tile // per_group) * GROUP_M
-    rows_in_group = gl.minimum(num_m - first_m, GROUP_M)
-    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
-
-
-@gluon.jit
 def _ws_load_partition(x_desc, w_desc, x_bufs, w_bufs, empty, ready, M, N, K: gl.constexpr,
                        GROUP_M: gl.constexpr, STAGES: gl.constexpr, PROGRAMS: gl.constexpr):
     """The producer warp: for every tile of this program and every K step, wait until the
@@ -523,7 +512,7 @@ def _ws_load_partition(x_desc, w_desc, x_bufs, w_bufs, empty, ready, M, N, K: gl
     tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
     i = 0
     for tile in range(gl.program_id(0), tiles, PROGRAMS):
-        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        pid_m, pid_n = _tile_of(tile, M, N, BM, BN, GROUP_M)
         for k in range(K // BK):
             s = i % STAGES
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier passes parity 1
@@ -549,7 +538,7 @@ def _ws_mma_partition(c_desc, x_bufs, w_bufs, empty, ready, c_smem, M, N, K: gl.
     tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
     i = 0
     for tile in range(gl.program_id(0), tiles, PROGRAMS):
-        pid_m, pid_n = _ws_tile_of(tile, M, N, BM, BN, GROUP_M)
+        pid_m, pid_n = _tile_of(tile, M, N, BM, BN, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, layout=mma)
         for k in range(K // BK):
             s = i % STAGES
@@ -659,9 +648,10 @@ _ROUTE_PICK: dict[tuple, str] = {}
 TIMED_CHOICES: dict[str, str] = {}
 
 
-def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool, persistent: bool | str = False) -> None:
-    """Unpack the whole weight once, then a plain GEMM (see the module docstring): one program a
-    tile by pointers, or, with ``persistent``, one program an SM with TMA operands."""
+def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool, gemm: str = "pointer") -> None:
+    """Unpack the whole weight once, then a plain GEMM (see the module docstring): ``gemm`` is
+    "pointer" (one program a tile, pointer loads), "persistent" (one program an SM, TMA operands)
+    or a tile of ``WS_TILES`` (the warp-specialized Gluon kernel)."""
     M, K = x.shape
     N = out.shape[1]
     w = torch.empty(K, N, dtype=x.dtype, device=x.device)
@@ -670,10 +660,10 @@ def _two_pass(x, qweight, qzeros, scales, out, G: int, fast: bool, on_cpu: bool,
         qweight, qzeros, scales, w, N, qweight.stride(0), qzeros.stride(0), scales.stride(0), w.stride(0),
         G=G, BK=bk, BN=bn, FAST_CVT=fast, num_warps=8,
     )
-    if persistent in WS_TILES:
-        _ws_gemm(x, w, out, persistent)
+    if gemm in WS_TILES:
+        _ws_gemm(x, w, out, gemm)
         return
-    if persistent:
+    if gemm == "persistent":
         _persistent_gemm(x, w, out, on_cpu)
         return
     if on_cpu:  # the interpreter runs one small tile
@@ -775,12 +765,12 @@ def awq_gemm(x: torch.Tensor, qweight: torch.Tensor, qzeros: torch.Tensor, scale
         routes = {"fused": lambda: _fused_big(x, qweight, qzeros, scales, out, G, fast),
                   "two-pass": lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast, on_cpu=False)}
         if _persistent_fits(x, N):
-            routes["two-pass-persistent"] = lambda: _two_pass(x, qweight, qzeros, scales, out, G, fast,
-                                                              on_cpu=False, persistent=True)
+            gemms = ["persistent"]
             if x.dtype == torch.float16 and triton.runtime.driver.active.get_current_target().arch == 90:
-                for name in WS_TILES:
-                    routes["two-pass-" + name] = lambda name=name: _two_pass(x, qweight, qzeros, scales, out, G, fast,
-                                                                             on_cpu=False, persistent=name)
+                gemms += list(WS_TILES)  # the Gluon kernel: wgmma, and fp16 descriptors
+            for gemm in gemms:
+                routes["two-pass-" + gemm] = lambda gemm=gemm: _two_pass(x, qweight, qzeros, scales, out, G, fast,
+                                                                         on_cpu=False, gemm=gemm)
         _pick(routes, (M, N, K, x.dtype, x.device))()
         return out
     if on_cpu:

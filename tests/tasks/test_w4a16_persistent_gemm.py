@@ -35,7 +35,7 @@ for kw in [c.kwargs for c in mod._PERSISTENT_CONFIGS] + [{"BM": 128, "BN": 256, 
     assert err < 2e-3, (kw, err)
 inp = base.make_inputs({"M": 144, "N": 72, "K": 256, "G": 128, "dtype": "fp16"}, g, torch.device("cpu"))
 out = torch.empty(144, 72, dtype=torch.float16)
-mod._two_pass(inp["x"], inp["qweight"], inp["qzeros"], inp["scales"], out, 128, True, on_cpu=True, persistent=True)
+mod._two_pass(inp["x"], inp["qweight"], inp["qzeros"], inp["scales"], out, 128, True, on_cpu=True, gemm="persistent")
 ref = base.reference(**inp, group_size=128)
 err = (out.float() - ref).abs().max().item() / ref.abs().max().item()
 assert err < 2e-3, ("two-pass persistent", err)
