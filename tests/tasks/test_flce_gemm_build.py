@@ -1,10 +1,11 @@
 """The fused-linear-cross-entropy expert's TMA GEMM: every candidate of every product builds for sm_90.
 
 The interpreter checks the products' values; what an H100 makes of each autotune candidate it
-cannot show. At W1 the expert runs three products (logits with W transposed, dX, and dW with the
-chunk's gradient transposed and accumulated into the fp32 output); every candidate of each must
-put its products on wgmma, fit in an SM's shared memory, and spill nothing: the accumulating dW
-product once spilled 196 B a thread at 128 x 256, when C's tile was added after the K loop.
+cannot show. At W2 (two chunks; W1 and W3 run as one) the expert runs three products (logits with
+W transposed, dX, and dW with the chunk's gradient transposed, stored and then accumulated into
+the fp32 output); every candidate of each must put its products on wgmma, fit in an SM's shared
+memory, and spill nothing: the accumulating dW product once spilled 196 B a thread at 128 x 256,
+when C's tile was added after the K loop.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ KERNEL = "_gemm_tma_kernel"
 
 def test_every_gemm_candidate_builds_for_sm90_on_wgmma_without_spills(tmp_path, pf) -> None:  # noqa: F811
     expert = load_module(get_task(TASK).expert_path, "_flce_build_test_expert")
-    builds = sound_builds(pf, TASK, "W1", KERNEL, tmp_path)
+    builds = sound_builds(pf, TASK, "W2", KERNEL, tmp_path)
     products = {b.constexprs.split(" BLOCK_M")[0] for b in builds}
     assert len(products) == 4, products  # logits, dX, dW's first chunk and dW accumulating
     assert len(builds) == 4 * len(expert._gemm_configs()), builds
