@@ -10,12 +10,12 @@ go through :mod:`evaluator.scoring`, the one implementation of the geometric mea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from evaluator.hardware import HardwareProfile, int8_at_fp8_rate, set_sol
 from evaluator.protocol import timed_choices_of
-from evaluator.result import RunResult, TaskResult, WorkloadResult
+from evaluator.result import HardwareProfileRecord, RunResult, TaskResult, WorkloadResult
 from evaluator.score_result import score_task_result
 from evaluator.scoring import geomean
 from tasks.registry import Task
@@ -32,9 +32,11 @@ class WorkloadVerdict:
     misses: tuple[str, ...]
 
 
-def bound_of(result: RunResult, w: WorkloadResult, dtype_peaks: dict[str, float], dtype: str) -> str:
-    bw = result.hardware.memory_bandwidth_gbs * 1e9
-    peak = dtype_peaks.get(dtype, 0.0) * 1e12
+def bound_of(hardware: HardwareProfileRecord, w: WorkloadResult, dtype: str) -> str:
+    """"compute" or "memory" by the workload's roofline under ``hardware``'s ceilings: the ones its
+    SOL fraction was computed with, so the target it is held to and that fraction agree."""
+    bw = hardware.memory_bandwidth_gbs * 1e9
+    peak = hardware.peak_tflops.get(dtype, 0.0) * 1e12
     if bw <= 0:
         return "unknown"
     t_mem = w.bytes / bw
@@ -42,12 +44,17 @@ def bound_of(result: RunResult, w: WorkloadResult, dtype_peaks: dict[str, float]
     return "compute" if t_math > t_mem else "memory"
 
 
-def verdicts(result: RunResult, dtypes: dict[str, str], latency: frozenset[str] = frozenset()) -> list[WorkloadVerdict]:
+def verdicts(result: RunResult, dtypes: dict[str, str], latency: frozenset[str] = frozenset(),
+             hardware_of: Mapping[str, HardwareProfileRecord] | None = None) -> list[WorkloadVerdict]:
     """Targets per workload: correct, faster than eager, not slower than compile, SOL fraction by bound.
 
     ``dtypes`` maps ``task/workload`` to the roofline compute dtype (from the task tree);
     ``latency`` names the tasks whose roofline says ``bound = "latency"``: speedup targets only.
+    ``hardware_of`` gives a merged page's task the ceilings of the run it came from (its SOL
+    fractions' own); a task it does not name takes ``result``'s. A workload near the ridge point
+    would otherwise change its bound, and its target, with a later run of another task.
     """
+    hardware_of = hardware_of or {}
     out = []
     for t in result.tasks:
         for w in t.workloads:
@@ -62,7 +69,7 @@ def verdicts(result: RunResult, dtypes: dict[str, str], latency: frozenset[str] 
             if cand and comp and cand.median_ms > comp.median_ms * 1.02:
                 misses.append(f"slower than torch.compile ({comp.median_ms / cand.median_ms:.2f}x)")
             bound = ("latency" if t.slug in latency else
-                     bound_of(result, w, result.hardware.peak_tflops, dtypes.get(f"{t.slug}/{w.name}", "")))
+                     bound_of(hardware_of.get(t.slug, result.hardware), w, dtypes.get(f"{t.slug}/{w.name}", "")))
             sol = w.sol_fraction.get("candidate")
             target = COMPUTE_TARGET if bound == "compute" else MEMORY_TARGET
             if sol is not None and bound in ("compute", "memory") and sol < target:
@@ -116,10 +123,11 @@ def timed_choices(result: RunResult) -> list[tuple[str, str, str]]:
 
 
 def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...] = (),
-            latency: frozenset[str] = frozenset()) -> str:
+            latency: frozenset[str] = frozenset(),
+            hardware_of: Mapping[str, HardwareProfileRecord] | None = None) -> str:
     """Markdown: the suite's correctness and geometric means, then the misses, the providers
     left untimed and the tasks of the tree (``all_slugs``, which also sets the suite's size)
-    with no result yet."""
+    with no result yet. ``hardware_of`` is as for :func:`verdicts`."""
     scores = {t.slug: score_task_result(t) for t in result.tasks}
     correct = [s for s in scores.values() if s.correct]
     n = len(all_slugs) or len(result.tasks)
@@ -139,7 +147,7 @@ def summary(result: RunResult, dtypes: dict[str, str], all_slugs: tuple[str, ...
         f"- **SOL fraction** (geometric mean over tasks): {geomean(sols):.1%}" if sols else "- **SOL fraction:** -",
         "",
     ]
-    misses = [v for v in verdicts(result, dtypes, latency) if v.misses]
+    misses = [v for v in verdicts(result, dtypes, latency, hardware_of) if v.misses]
     if misses:
         lines += ["### Workloads that miss a target", "", "| task | workload | bound | misses |", "|---|---|---|---|"]
         lines += [f"| {v.task} | {v.workload} | {v.bound} | {'; '.join(v.misses)} |" for v in misses]

@@ -85,8 +85,9 @@ def main() -> None:
                  "measured times with today's task formulas (see each task's notes) and today's rule for the "
                  "int8 ceiling (`evaluator.hardware.int8_at_fp8_rate`):\n\n"
                  + "".join(f"- {line}\n" for line in changed))
+    hardware_of = {slug: run.hardware for slug, run in sources(results).items()}
     text += "\n" + suite_report.summary(merged, dtypes, all_slugs=tuple(t.slug for t in tree.tasks),
-                                        latency=latency)
+                                        latency=latency, hardware_of=hardware_of)
     args.out.write_text(text, encoding="utf-8")
     if args.json:
         args.json.write_text(merged.model_dump_json(indent=1), encoding="utf-8")

@@ -224,3 +224,15 @@ def test_a_task_stopped_part_way_shows_its_kept_workloads_and_why_it_stopped() -
     assert f"| {t.slug} | (rest) | timeout: no result in time (stopped while judging W2" in page
     assert f"| {t.slug} | {kept[0].name} | yes |" in page
     assert "(rest)" not in report.markdown(_run(), "cmd")  # a finished task has no such row
+
+
+def test_a_merged_task_is_held_to_the_bound_of_its_own_runs_ceilings() -> None:
+    """On a merged page each task's SOL fraction is its own run's; so is the bound that sets its
+    target, whatever ceilings the latest run of another task measured."""
+    run = _run()
+    slug = run.tasks[0].slug
+    slow_math = run.hardware.model_copy(update={"peak_tflops": {k: 1e-6 for k in run.hardware.peak_tflops}})
+    assert {v.bound for v in suite_report.verdicts(run, _dtypes()) if v.task == slug} == {"memory"}
+    own = suite_report.verdicts(run, _dtypes(), hardware_of={slug: slow_math})
+    assert {v.bound for v in own if v.task == slug} == {"compute"}
+    assert {v.bound for v in own if v.task != slug} == {"memory"}
