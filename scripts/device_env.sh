@@ -13,7 +13,7 @@ fi
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 # The ceilings SOL fractions use are the card's own, never another card's: the H200's were measured
 # once and are kept in docs/results/h200-ceilings.json; on any other card (the device tool may lend
-# an H100 for the same call) they are measured here first (`python -m evaluator ceilings`, ~10 s),
+# an H100 for the same call) they are measured here first (`python -m evaluator ceilings`, ~20 s),
 # once per warm machine, and a copy goes back in $OUT/ceilings.json so the results can cite them.
 # D2K_CEILINGS_FRESH=1 measures them on the H200 too (a node's reference run, scripts/device_bench.sh).
 D2K_GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
