@@ -30,9 +30,13 @@ RATE_SIZES = (8192, 16384)
 BURSTS, IDLE_S = 15, 0.02
 
 
-def _rate(product: Callable[[], object], flop: int) -> float:
-    """TFLOP/s of ``product``: the better of its back-to-back median and its isolated-call median."""
-    ms = triton.testing.do_bench(product, warmup=50, rep=500, return_mode="median")
+def back_to_back_ms(product: Callable[[], object]) -> float:
+    """Median ms of ``product`` called back to back (``do_bench``)."""
+    return triton.testing.do_bench(product, warmup=50, rep=500, return_mode="median")
+
+
+def isolated_ms(product: Callable[[], object]) -> list[float]:
+    """Ms of ``BURSTS`` calls of ``product``, each after ``IDLE_S`` of idle, timed by CUDA events."""
     times = []
     for _ in range(BURSTS):
         torch.cuda.synchronize()
@@ -43,7 +47,13 @@ def _rate(product: Callable[[], object], flop: int) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return flop / (min(ms, statistics.median(times)) * 1e-3) / 1e12
+    return times
+
+
+def _rate(product: Callable[[], object], flop: int) -> float:
+    """TFLOP/s of ``product``: the better of its back-to-back median and its isolated-call median."""
+    ms = min(back_to_back_ms(product), statistics.median(isolated_ms(product)))
+    return flop / (ms * 1e-3) / 1e12
 
 
 def measure() -> dict[str, float | str]:

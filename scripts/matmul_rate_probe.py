@@ -1,14 +1,18 @@
 """Dense bf16 product rates on this GPU, by shape and by how they are timed.
 
-Why: ``python -m evaluator ceilings`` takes the bf16 ceiling from one 8192^3 product timed back to
-back for half a second. On an H100 in session 32 the fused-linear-cross-entropy expert then ran
+Why: until session 32 ``python -m evaluator ceilings`` took the bf16 ceiling from one 8192^3
+product timed back to back for half a second. On an H100 in session 32 the fused-linear-cross-entropy expert then ran
 at 1.04x and 1.05x of "the speed of light" (W1, W3: 739 TFLOP/s against a 700 TFLOP/s
 ceiling), which the engine reports as impossible. Either the ceiling's shape is not the card's
-best, or its back-to-back timing runs hotter (and slower) than the bench's calls, which each
+best, or its back-to-back timing ran hotter (and slower) than the bench's calls, which each
 follow an L2 flush and a short hold. This measures both, with torch's own products (cuBLAS):
 
-- ``sustained``: ``triton.testing.do_bench`` as the ceilings use it (back to back, median);
-- ``burst``: single calls timed with CUDA events, each after 20 ms of idle, as isolated calls are.
+- ``sustained``: ``triton.testing.do_bench``'s median of calls back to back;
+- ``burst``: single calls timed with CUDA events, each after 20 ms of idle, as isolated calls are
+  (the median, and the best).
+
+``evaluator.ceilings`` times them the same way (its ``back_to_back_ms`` and ``isolated_ms``) and,
+since this probe, takes each rate as the better of the two at two sizes.
 
     python3 scripts/matmul_rate_probe.py [--json FILE] [--markdown FILE]
 """
@@ -18,10 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
-import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator.ceilings import back_to_back_ms, isolated_ms  # noqa: E402
 
 #: (M, N, K): the ceilings' square product, a larger and a smaller one, and the three products of
 #: FLCE W3 as one chunk (logits, dX, dW), whose real rates exceeded the ceiling.
@@ -38,18 +46,8 @@ def _rates(m: int, n: int, k: int, dev: torch.device) -> dict[str, float]:
     def run() -> None:
         torch.matmul(a, b, out=c)
 
-    ms = triton.testing.do_bench(run, warmup=50, rep=500, return_mode="median")
-    out = {"sustained": flop / (ms * 1e-3) / 1e12}
-    times = []
-    for _ in range(15):
-        torch.cuda.synchronize()
-        time.sleep(0.02)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    out = {"sustained": flop / (back_to_back_ms(run) * 1e-3) / 1e12}
+    times = isolated_ms(run)
     out["burst"] = flop / (statistics.median(times) * 1e-3) / 1e12
     out["burst_best"] = flop / (min(times) * 1e-3) / 1e12
     return out
