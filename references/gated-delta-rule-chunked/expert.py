@@ -633,15 +633,38 @@ _WY_PICK: dict[tuple, str] = {}
 TIMED_CHOICES: dict[str, str] = {}
 
 
-def _time_phases(wy: dict, rest: dict, key: tuple) -> str:
-    """Time each phase-1 kernel and each later phase once warmed (every launch writes its outputs
-    from its inputs alone, so repeats need no restoring); remember the faster phase 1."""
+def _fastest(routes: dict, warmup: int = 5, restore=None) -> tuple:
+    """(name, times in ms) of the fastest of ``routes`` (name -> launch): each route run once first
+    (compiled and autotuned outside the timing), then timed in two passes, the second in the
+    opposite order, each keeping its faster time. A single pass let one slow timing decide for the
+    life of the process (an H100 once timed every route of a shape's first call 30-80% slow, and
+    another run one route 70% slow; docs/results/h100.md, session 29). ``restore`` runs after
+    each launch or timing of a route that changes an input in place."""
     from triton.testing import do_bench
 
-    for run in (*wy.values(), *rest.values()):
+    for run in routes.values():
         run()
-    times = {name: do_bench(run, warmup=3, rep=30) for name, run in wy.items()}
-    _WY_PICK[key] = min(times, key=times.get)
+        if restore is not None:
+            restore()
+    times: dict = {}
+    for order in (list(routes), list(reversed(routes))):
+        for name in order:
+            ms = do_bench(routes[name], warmup=warmup, rep=30)
+            if restore is not None:
+                restore()
+            times[name] = min(ms, times.get(name, ms))
+    return min(times, key=times.get), times
+
+
+def _time_phases(wy: dict, rest: dict, key: tuple) -> str:
+    """Time each phase-1 kernel (``_fastest``) and each later phase once warmed (every launch
+    writes its outputs from its inputs alone, so repeats need no restoring); remember the faster
+    phase 1."""
+    from triton.testing import do_bench
+
+    _WY_PICK[key], times = _fastest(wy, warmup=3)
+    for run in rest.values():
+        run()
     after = {name: do_bench(run, warmup=3, rep=30) for name, run in rest.items()}
     words = ", ".join(f"{n} {ms * 1e3:.0f} us" for n, ms in times.items())
     then = ", ".join(f"{n} {ms * 1e3:.0f} us" for n, ms in after.items())

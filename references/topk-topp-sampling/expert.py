@@ -628,17 +628,35 @@ def _splits(B: int, V: int, sms: int, block: int) -> tuple[int, int]:
     return _slices(V, min(MAX_SPLITS, triton.cdiv(SPLIT_TARGET * sms, B)), block)
 
 
-def _pick_route(routes: dict, key: tuple):
-    """The route of ``routes`` that the first call of this shape timed fastest (each once warmed:
-    compiled outside the timing), remembered in ``_ROUTE_PICK``. Every route writes all of its
-    outputs and scratch from the inputs alone, so the trials need no restoring."""
-    if key not in _ROUTE_PICK:
-        from triton.testing import do_bench
+def _fastest(routes: dict, warmup: int = 5, restore=None) -> tuple:
+    """(name, times in ms) of the fastest of ``routes`` (name -> launch): each route run once first
+    (compiled and autotuned outside the timing), then timed in two passes, the second in the
+    opposite order, each keeping its faster time. A single pass let one slow timing decide for the
+    life of the process (an H100 once timed every route of a shape's first call 30-80% slow, and
+    another run one route 70% slow; docs/results/h100.md, session 29). ``restore`` runs after
+    each launch or timing of a route that changes an input in place."""
+    from triton.testing import do_bench
 
-        for run in routes.values():
-            run()
-        times = {r: do_bench(run, warmup=5, rep=30) for r, run in routes.items()}
-        _ROUTE_PICK[key] = min(times, key=times.get)
+    for run in routes.values():
+        run()
+        if restore is not None:
+            restore()
+    times: dict = {}
+    for order in (list(routes), list(reversed(routes))):
+        for name in order:
+            ms = do_bench(routes[name], warmup=warmup, rep=30)
+            if restore is not None:
+                restore()
+            times[name] = min(ms, times.get(name, ms))
+    return min(times, key=times.get), times
+
+
+def _pick_route(routes: dict, key: tuple):
+    """The route of ``routes`` that the first call of this shape timed fastest (``_fastest``),
+    remembered in ``_ROUTE_PICK``. Every route writes all of its outputs and scratch from the
+    inputs alone, so the trials need no restoring."""
+    if key not in _ROUTE_PICK:
+        _ROUTE_PICK[key], times = _fastest(routes)
         TIMED_CHOICES["split route B={} V={} slices={}".format(*key[:3])] = (
             f"{_ROUTE_PICK[key]} (" + ", ".join(f"{r} {ms * 1e3:.0f} us" for r, ms in times.items()) + ")")
     return routes[_ROUTE_PICK[key]]
