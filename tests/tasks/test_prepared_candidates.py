@@ -26,7 +26,7 @@ from tasks.registry import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs/results/h100-runs"
 #: Patches waiting for their device A/B.
-WAITING: list[str] = []
+WAITING: list[str] = ["s33-candidate-silu-unhinted.patch"]
 #: Patches whose A/B ran: what became of each, and where the measurement is.
 DECIDED = {
     "s23-candidate-wu-loop.patch": "not landed: no gain in session 24's A/B (s24-ab-gated-delta-wu-loop.md)",
