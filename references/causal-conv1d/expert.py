@@ -238,6 +238,19 @@ def _grid(T: int, N: int, D: int, fixed: int, rows_key: str):
     return grid
 
 
+def _route_timed(routes: dict, key: tuple, conv_state: torch.Tensor):
+    """The route of ``routes`` that the first call of shape ``key`` (T, N, D, W, varlen, ...) timed
+    fastest (``_fastest``), remembered in ``_ROUTE_PICK``. Every route updates ``conv_state`` in
+    place, so it is put back after each warm-up run and each timing: the call that follows starts
+    from the caller's state."""
+    if key not in _ROUTE_PICK:
+        saved = conv_state.clone()
+        _ROUTE_PICK[key], times = _fastest(routes, restore=lambda: conv_state.copy_(saved))
+        TIMED_CHOICES["route T={} N={} D={} W={} varlen={}".format(*key[:5])] = (
+            f"{_ROUTE_PICK[key]} (" + ", ".join(f"{r} {ms * 1e3:.0f} us" for r, ms in times.items()) + ")")
+    return routes[_ROUTE_PICK[key]]
+
+
 def _fastest(routes: dict, warmup: int = 5, restore=None) -> tuple:
     """(name, times in ms) of the fastest of ``routes`` (name -> launch): each route run once first
     (compiled and autotuned outside the timing), then timed in two passes, the second in the
@@ -293,11 +306,5 @@ def causal_conv1d(
         "tile": lambda: _causal_conv1d_tuned[tile_grid](*args, N=N, W=W, FIXED_LEN=fixed),
         "rolling": lambda: _causal_conv1d_rolling_tuned[roll_grid](*args, N=N, W=W, FIXED_LEN=fixed),
     }
-    key = (T, N, D, W, varlen, x.dtype, x.device)
-    if key not in _ROUTE_PICK:
-        saved = conv_state.clone()  # every run updates the state in place
-        _ROUTE_PICK[key], times = _fastest(routes, restore=lambda: conv_state.copy_(saved))
-        TIMED_CHOICES[f"route T={T} N={N} D={D} W={W} varlen={varlen}"] = (
-            f"{_ROUTE_PICK[key]} (" + ", ".join(f"{r} {ms * 1e3:.0f} us" for r, ms in times.items()) + ")")
-    routes[_ROUTE_PICK[key]]()
+    _route_timed(routes, (T, N, D, W, varlen, x.dtype, x.device), conv_state)()
     return out, conv_state

@@ -185,6 +185,16 @@ def _decode(A, A_s, B, B_s, C, M, N, K, m_pad, n_kb, cand, on_cpu):
     return C
 
 
+def _decode_timed(args: tuple, key: tuple, M: int, N: int, K: int):
+    """The decode launch of ``_DECODE`` that the first call of this shape timed fastest
+    (``_fastest``), remembered in ``_DECODE_PICK`` by ``key``, run on ``args``."""
+    if key not in _DECODE_PICK:
+        _DECODE_PICK[key], times = _fastest({c: (lambda c=c: _decode(*args, c, on_cpu=False)) for c in _DECODE})
+        TIMED_CHOICES[f"decode M={M} N={N} K={K}"] = (
+            f"{_DECODE_PICK[key]} (" + ", ".join(f"{c} {ms * 1e3:.0f} us" for c, ms in times.items()) + ")")
+    return _decode(*args, _DECODE_PICK[key], on_cpu=False)
+
+
 def _fastest(routes: dict, warmup: int = 5, restore=None) -> tuple:
     """(name, times in ms) of the fastest of ``routes`` (name -> launch): each route run once first
     (compiled and autotuned outside the timing), then timed in two passes, the second in the
@@ -234,8 +244,4 @@ def fp8_blockwise_gemm(A: torch.Tensor, A_s: torch.Tensor, B: torch.Tensor, B_s:
     if on_cpu:  # interpreter: small tiles (32 wide), split-K whenever the smoke shape allows it
         return _decode(*args, (32, 4, 1, 4), on_cpu=True)
     key = (M, N, K, out_dtype, A.device)
-    if key not in _DECODE_PICK:
-        _DECODE_PICK[key], times = _fastest({c: (lambda c=c: _decode(*args, c, on_cpu=False)) for c in _DECODE})
-        TIMED_CHOICES[f"decode M={M} N={N} K={K}"] = (
-            f"{_DECODE_PICK[key]} (" + ", ".join(f"{c} {ms * 1e3:.0f} us" for c, ms in times.items()) + ")")
-    return _decode(*args, _DECODE_PICK[key], on_cpu=False)
+    return _decode_timed(args, key, M, N, K)

@@ -6,7 +6,8 @@ first call once timed every w4a16 route 30-80% slow, and another run one route 7
 other experts that choose by timing (``_fastest`` in each: every route run once outside the
 timing, then two passes, the second in the opposite order, each route keeping its faster time).
 ``do_bench`` only runs on a GPU, so here it is replaced by a script of times in which a single
-pass would pick the wrong route. Each expert is one self-contained file (the sandbox loads it
+pass would pick the wrong route; the pick sites' own wiring (each decode candidate launched as
+itself, causal-conv1d's state put back) is checked the same way. Each expert is one self-contained file (the sandbox loads it
 alone), so each carries its own copy; this test holds them to one behaviour.
 """
 
@@ -91,6 +92,60 @@ def test_gated_delta_phase_one_pick_uses_both_passes(monkeypatch) -> None:
     assert ran == ["a", "b", "c", "state", "out"]
     assert expert.TIMED_CHOICES["phase 1 T=4096 HV=32 K=128 V=128 N=8"] == (
         "b (a 100 us, b 90 us, c 120 us; then state 500 us, out 250 us)")
+
+
+@pytest.mark.parametrize("slug", ["fp8-blockwise-gemm", "int8-w8a8-scaled-gemm"])
+def test_decode_pick_launches_each_candidate_as_itself_and_keeps_the_best(slug, monkeypatch) -> None:
+    """The decode pick builds one launch per candidate tile in a loop: each launch must run its own
+    candidate (a closure over the loop variable would run the last one every time)."""
+    expert = _expert(slug)
+    launched: list[tuple] = []
+    cands = list(expert._DECODE)
+    assert len(cands) >= 2
+
+    def decode(*args, on_cpu):  # noqa: ANN002, ANN202 - the expert's _decode(*args, cand, on_cpu=...)
+        assert on_cpu is False and args[:-1] == ("args",)
+        launched.append(args[-1])
+
+    # A single pass would keep the first candidate; the second pass finds the last one faster.
+    def do_bench(fn, warmup, rep):  # noqa: ANN001, ANN202
+        fn()
+        c = launched[-1]
+        first_pass = launched.count(c) == 2  # the warm-up run, then this timing
+        return {True: 0.1 if c == cands[0] else 0.3, False: 0.05 if c == cands[-1] else 0.3}[first_pass]
+
+    monkeypatch.setattr(expert, "_decode", decode)
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    key = (8, 4096, 7168, "bf16", "cuda")
+    expert._decode_timed(("args",), key, 8, 4096, 7168)
+    assert expert._DECODE_PICK[key] == cands[-1]
+    n = len(cands)
+    assert launched[:n] == cands  # each candidate warmed once, as itself
+    assert sorted(launched[n:3 * n]) == sorted(cands * 2)  # then timed twice each
+    assert launched[-1] == cands[-1]  # and the call itself runs the pick
+    assert expert.TIMED_CHOICES["decode M=8 N=4096 K=7168"].startswith(f"{cands[-1]} (")
+
+
+def test_causal_conv1d_route_pick_restores_the_state_it_changes(monkeypatch) -> None:
+    """Every causal-conv1d route updates conv_state in place: the pick's runs and timings must leave
+    the caller's state as it was, so the call that follows starts from it."""
+    import torch
+
+    expert = _expert("causal-conv1d")
+    state = torch.zeros(4)
+    routes = {"tile": lambda: state.add_(1.0), "rolling": lambda: state.add_(10.0)}
+
+    def do_bench(fn, warmup, rep):  # noqa: ANN001, ANN202
+        fn()
+        fn()
+        return 0.2 if state[0] >= 10 else 0.1
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    key = (4096, 1, 2048, 4, 0, "bf16", "cuda")
+    pick = expert._route_timed(routes, key, state)
+    assert pick is routes["tile"] and torch.equal(state, torch.zeros(4))
+    assert expert.TIMED_CHOICES["route T=4096 N=1 D=2048 W=4 varlen=0"] == "tile (tile 100 us, rolling 200 us)"
+    assert expert._route_timed(routes, key, state) is routes["tile"]  # remembered
 
 
 @pytest.mark.parametrize("slug", TIMED)
