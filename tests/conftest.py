@@ -63,15 +63,31 @@ def uses_services(item: pytest.Item) -> bool:
     return not path.is_relative_to(tests_dir) or path.relative_to(tests_dir).parts[0] not in SERVICE_FREE
 
 
+#: Single tests that take minutes on CI's two cores, longest first. They are collected first, so
+#: under ``--dist loadgroup`` (which deals the groups out first, largest first, then the other
+#: tests in collection order) they start early, beside the services group, and the run does not
+#: end with one worker still inside one of them while the other has nothing left to take.
+SLOW_FIRST = (
+    "tests/evaluator/test_preflight_sm90.py::test_every_experts_gpu_path_compiles_for_sm90",
+    "tests/tasks/test_topk_topp_barriers.py::test_every_store_of_the_sampling_kernels_is_fenced_by_a_barrier[W3]",
+    "tests/evaluator/test_cheats.py::test_cheat_fails_bench[escape_after_timer]",
+    "tests/evaluator/test_runner_faults.py::test_a_timeout_part_way_keeps_the_workloads_already_judged",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test outside :data:`SERVICE_FREE` joins one xdist group, so under ``--dist loadgroup``
     they all run in one worker, one after another: they share Redis queues (a worker fixture
     purges them), Celery workers and the database server, and are written to have them alone.
-    The interpreter-bound engine and task tests, most of the suite's time, spread over the rest."""
+    The interpreter-bound engine and task tests, most of the suite's time, spread over the rest;
+    the :data:`SLOW_FIRST` ones first. (Tests that share an expensive module fixture or build
+    cache name their own group in their module, so that one worker pays for it once.)"""
     for item in items:
         if uses_services(item):
             item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP))
+    rank = {nodeid: n for n, nodeid in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # stable: the rest keep their order
 
 
 class GroupingGuard:

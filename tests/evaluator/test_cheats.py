@@ -81,6 +81,9 @@ def check_results():
         return dict(zip(names, pool.map(_judge, names), strict=True))
 
 
+# One xdist group: under --dist loadgroup each case would otherwise be dealt out alone, and every
+# worker that took one (or took it after another module's test) would judge the whole corpus again.
+@pytest.mark.xdist_group("cheats-check")
 @pytest.mark.parametrize("name, codes, text, verdict", CHECK_CASES, ids=[c[0].removesuffix(".py") for c in CHECK_CASES])
 def test_cheat_fails_check(check_results, name, codes, text, verdict):
     task = check_results[name]

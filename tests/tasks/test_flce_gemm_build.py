@@ -10,6 +10,8 @@ when C's tile was added after the K loop.
 
 from __future__ import annotations
 
+import pytest
+
 from evaluator.modules import load_module
 from tasks.registry import get_task
 from tests.evaluator.test_preflight_sm90 import pf  # noqa: F401 (the sm_90 preflight, as a fixture)
@@ -17,6 +19,10 @@ from tests.tasks.sm90_builds import sound_builds
 
 TASK = "fused-linear-cross-entropy"
 KERNEL = "_gemm_tma_kernel"
+
+#: test_flce_ws_gemm.py reads the same W2 builds: sound_builds compiles a workload once per process, so the
+#: two share one xdist group (one worker, one compile) instead of each worker compiling it.
+pytestmark = pytest.mark.xdist_group("sm90-fused-linear-cross-entropy-W2")
 
 
 def test_every_gemm_candidate_builds_for_sm90_on_wgmma_without_spills(tmp_path, pf) -> None:  # noqa: F811

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from evaluator.modules import load_module
 from tasks.registry import get_task
 from tests.evaluator.test_preflight_sm90 import pf  # noqa: F401 (the sm_90 preflight, as a fixture)
@@ -20,6 +22,10 @@ from tests.tasks.sm90_builds import MBARRIER_WAIT, TMA_LOAD, TMA_STORE, assert_p
 
 TASK = "fused-linear-cross-entropy"
 KERNEL = "_gemm_ws_kernel"
+
+#: test_flce_gemm_build.py reads the same W2 builds: sound_builds compiles a workload once per process, so the
+#: two share one xdist group (one worker, one compile) instead of each worker compiling it.
+pytestmark = pytest.mark.xdist_group("sm90-fused-linear-cross-entropy-W2")
 
 
 def test_every_product_builds_the_ws_kernel_for_sm90_with_tma_and_mbarriers(tmp_path, pf) -> None:  # noqa: F811

@@ -10,6 +10,8 @@ fit in shared memory, and move its operands and output by TMA.
 
 from __future__ import annotations
 
+import pytest
+
 from evaluator.modules import load_module
 from tasks.registry import get_task
 from tests.evaluator.test_preflight_sm90 import pf  # noqa: F401 (the sm_90 preflight, as a fixture)
@@ -17,6 +19,10 @@ from tests.tasks.sm90_builds import TMA_LOAD, TMA_STORE, assert_ptx_has, sound_b
 
 TASK = "w4a16-awq-gemm"
 KERNEL = "_dense_gemm_persistent_kernel"
+
+#: test_w4a16_ws_gemm.py's W4 reads the same W4 builds: sound_builds compiles a workload once per process, so the
+#: two share one xdist group (one worker, one compile) instead of each worker compiling it.
+pytestmark = pytest.mark.xdist_group("sm90-w4a16-awq-gemm-W4")
 
 
 def test_every_persistent_candidate_builds_for_sm90_on_wgmma_with_tma(tmp_path, pf) -> None:  # noqa: F811

@@ -25,7 +25,9 @@ def expert():
     return load_module(get_task(TASK).expert_path, "_ws_test_expert")
 
 
-@pytest.mark.parametrize("workload", ["W3", "W4"])
+#: W4 with test_w4a16_persistent_build.py (sound_builds shares one compile of a workload per
+#: process): one xdist group, so that the two run in one worker and W4 is compiled once.
+@pytest.mark.parametrize("workload", ["W3", pytest.param("W4", marks=pytest.mark.xdist_group("sm90-w4a16-awq-gemm-W4"))])
 def test_every_ws_tile_builds_for_sm90_on_wgmma_with_tma_and_mbarriers(workload, tmp_path, expert, pf) -> None:  # noqa: F811
     builds = sound_builds(pf, TASK, workload, KERNEL, tmp_path)
     assert len(builds) == len(expert.WS_TILES), builds
