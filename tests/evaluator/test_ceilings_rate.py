@@ -22,10 +22,10 @@ class _Event:
         assert enable_timing
 
     def record(self) -> None:
-        pass
+        """Nothing to record: the scripted times stand for the device's clock."""
 
     def synchronize(self) -> None:
-        pass
+        """Nothing to wait for: no device work is queued."""
 
     def elapsed_time(self, end: _Event) -> float:
         return next(self.script)
