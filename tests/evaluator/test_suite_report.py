@@ -107,7 +107,7 @@ def test_reroof_recomputes_sol_with_todays_formula_and_leaves_times_alone() -> N
 def test_reroof_applies_the_int8_ceiling_rule_to_a_run_calibrated_before_it() -> None:
     """Session 13's H100 int8 run was calibrated with torch._int_mm's 894 TFLOP/s: SOL 118-135%."""
     run = RunResult.model_validate(json.loads(
-        (REPO_ROOT / "docs/results/h100-runs/bench-int8-w8a8-scaled-gemm.json").read_text()))
+        (REPO_ROOT / "docs/results/h100-runs/s13-bench-int8-w8a8-scaled-gemm.json").read_text()))
     assert run.hardware.peak_tflops["int8"] < run.hardware.peak_tflops["fp8e4m3"]
     times = {w.name: w.timings["candidate"].median_ms for w in run.tasks[0].workloads}
     assert any("speed of light" in f for w in run.tasks[0].workloads for f in w.findings)
