@@ -118,6 +118,39 @@ def _poison_allocator(device: torch.device, nbytes: int) -> None:
     del blocks
 
 
+
+def timed_picks(modules: list[ModuleType]) -> dict[str, str]:
+    """What kernel modules chose by timing: each module-level Triton autotuner's pick per tuning
+    key (``"name [key]"``; a tuner kept in a module-level dict is named after the dict), and the
+    entries of a module-level ``TIMED_CHOICES`` dict (``"choice <key>"``), where a kernel records a
+    choice of its own, such as a route timed against another. Capped in count and length. Also
+    used by scripts/first_call_probe.py, which reads the same picks outside the worker."""
+    from triton.runtime.autotuner import Autotuner
+
+    found: dict[str, str] = {}
+
+    def tuner(name: str, value: Any) -> None:
+        cache = getattr(value, "cache", None)
+        if type(cache) is dict and cache:
+            for key, config in list(cache.items())[:AUTOTUNE_KEYS]:
+                found[f"{name} [{_key_text(key)}]"[:NAME_CAP]] = str(config)[:VALUE_CAP]
+        elif getattr(value, "best_config", None) is not None:
+            found[name] = str(value.best_config)[:VALUE_CAP]
+
+    for module in modules:
+        for name, value in vars(module).items():
+            if isinstance(value, Autotuner):
+                tuner(name, value)
+            elif type(value) is dict and name != "TIMED_CHOICES":
+                for item in list(value.values())[:AUTOTUNE_KEYS]:
+                    if isinstance(item, Autotuner):
+                        tuner(name, item)
+        choices = vars(module).get("TIMED_CHOICES")
+        if type(choices) is dict:
+            for key, choice in list(choices.items())[:AUTOTUNE_KEYS]:
+                found[f"{CHOICE_PREFIX}{key}"[:NAME_CAP]] = str(choice)[:VALUE_CAP]
+    return dict(list(found.items())[:AUTOTUNE_ENTRIES])
+
 class Worker:
     def __init__(self, setup: Setup, sock: socket.socket):
         self.setup = setup
@@ -266,36 +299,9 @@ class Worker:
             torch.cuda.empty_cache()
 
     def autotune(self) -> dict[str, str]:
-        """What the provider chose by timing so far: each module-level Triton autotuner's pick per
-        tuning key (``"name [key]"``; a tuner kept in a module-level dict is named after the dict),
-        and the entries of a module-level ``TIMED_CHOICES`` dict (``"choice <key>"``), where a
-        kernel records a choice of its own, such as a route timed against another. Informational:
+        """What the provider chose by timing so far (``timed_picks`` of its modules). Informational:
         the worker runs next to the provider, so this is a claim, capped in count and length."""
-        from triton.runtime.autotuner import Autotuner
-
-        found: dict[str, str] = {}
-
-        def tuner(name: str, value: Any) -> None:
-            cache = getattr(value, "cache", None)
-            if type(cache) is dict and cache:
-                for key, config in list(cache.items())[:AUTOTUNE_KEYS]:
-                    found[f"{name} [{_key_text(key)}]"[:NAME_CAP]] = str(config)[:VALUE_CAP]
-            elif getattr(value, "best_config", None) is not None:
-                found[name] = str(value.best_config)[:VALUE_CAP]
-
-        for module in self.modules:
-            for name, value in vars(module).items():
-                if isinstance(value, Autotuner):
-                    tuner(name, value)
-                elif type(value) is dict and name != "TIMED_CHOICES":
-                    for item in list(value.values())[:AUTOTUNE_KEYS]:
-                        if isinstance(item, Autotuner):
-                            tuner(name, item)
-            choices = vars(module).get("TIMED_CHOICES")
-            if type(choices) is dict:
-                for key, choice in list(choices.items())[:AUTOTUNE_KEYS]:
-                    found[f"{CHOICE_PREFIX}{key}"[:NAME_CAP]] = str(choice)[:VALUE_CAP]
-        return dict(list(found.items())[:AUTOTUNE_ENTRIES])
+        return timed_picks(self.modules)
 
     def serve(self, reader: Any) -> None:
         while True:

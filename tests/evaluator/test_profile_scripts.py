@@ -363,3 +363,27 @@ def test_w4a16_gemm_probe_times_every_part_against_the_experts_internals(tmp_pat
     assert any(k.startswith("tile-a-program ") for k in errors) and "pointer gemm error" in errors
     assert all(v < 1e-3 for v in errors.values()), errors
     assert row["unpack"] > 0 and row["compile"] == "not timed on the CPU"
+
+
+def test_first_call_probe_alternates_plain_and_recorded_first_calls_on_fresh_modules(tmp_path) -> None:
+    """The first-call probe (scripts/first_call_probe.py) on the CPU: each round loads the kernel
+    afresh and calls it once plain and once inside the ATen recorder, the order alternating; the
+    recorded call reports the ops it saw (the launcher's allocation at least), and each row holds
+    the picks of its own module, read as the worker reads them (``timed_picks``)."""
+    copy = tmp_path / "copy.py"
+    copy.write_text((REPO_ROOT / "references/silu-and-mul/expert.py").read_text()
+                    + "\nTIMED_CHOICES = {'route': 'the copy'}\n")
+    out, md = tmp_path / "fcp.json", tmp_path / "fcp.md"
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, str(REPO_ROOT / "scripts/first_call_probe.py"), "silu-and-mul", "S1", "--rounds", "2",
+           "--file", str(copy), "--device", "cpu", "--json", str(out), "--markdown", str(md)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["round"], r["mode"]) for r in rows] == [(0, "plain"), (0, "recorded"), (1, "recorded"), (1, "plain")]
+    for row in rows:
+        assert row["picks"] == {"choice route": "the copy"}
+        assert row["first_call_ms"] > 0
+        assert bool(row["ops"]) == (row["mode"] == "recorded")
+    assert any(op.startswith("aten::empty") for op in rows[1]["ops"]), rows[1]["ops"]
+    assert "| 1 | recorded | the copy |" in md.read_text()

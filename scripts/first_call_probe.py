@@ -1,0 +1,117 @@
+"""What a kernel picks by timing on its first call, in a plain call and in a call run the way the
+worker runs a candidate's check (inside the ATen-op recorder), alternating, in one process.
+
+Why: a kernel that times its own routes or configurations does so on its first call of a shape.
+In a bench the candidate's first call is the first correctness trial, which the worker runs inside
+``evaluator.aten_record.AtenRecorder`` (a Python ``TorchDispatchMode``), while the trusted expert's
+first call is its plain warm-up. Session 34's H100 round of fp8-blockwise-gemm timed the same
+expert file in both roles and the two processes chose different decode tiles at W4: the expert
+(128, 4, 4, 2) at 61 us, the candidate (128, 4, 4, 4) from times 1-25% higher across the four
+tiles (docs/results/h100.md, session 34), so its column read 67.3 against 61.2 us. If the
+recorder's per-op Python cost delays the launches inside a kernel's own ``do_bench`` (the L2
+flush's ``zero_`` and the launcher's allocations are ATen ops), a candidate's own timings read
+high and can pick wrong, which the expert never suffers. This script measures that directly:
+each round loads the expert afresh (so its pick caches and autotuners start empty), calls it once
+plain and once recorded (the order alternating between rounds), and reports each call's wall
+time and everything it chose by timing (``evaluator.worker.timed_picks``, what the results'
+``autotune`` report holds).
+
+Usage: python3 scripts/first_call_probe.py SLUG WORKLOAD [--rounds N] [--file PATH]
+           [--json PATH] [--markdown PATH]
+On the CPU (the interpreter) the experts time nothing, so the picks are empty; CI runs it there
+to check the mechanics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profile_kernel import find_workload, load  # noqa: E402
+
+from evaluator.aten_record import AtenRecorder  # noqa: E402
+from evaluator.inputs import clone_inputs, make_inputs  # noqa: E402
+from evaluator.worker import timed_picks  # noqa: E402
+from tasks.registry import Task, get_task  # noqa: E402
+
+MODES = ("plain", "recorded")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def probe(task: Task, workload: str, rounds: int, device: torch.device, path: Path | None = None) -> list[dict[str, Any]]:
+    """One row per first call: round, mode, wall ms of the call, the ATen ops the recorder saw
+    (recorded calls only) and the picks. ``path`` is the kernel file (default: the expert)."""
+    w = find_workload(task, workload)
+    baseline = load(task.baseline_path, f"_fcp_base_{task.spec.id}")
+    inputs = make_inputs(task, w.params, 0, device, baseline)
+    kernel = path or task.expert_path
+    rows: list[dict[str, Any]] = []
+    for r in range(rounds):
+        for mode in (MODES if r % 2 == 0 else MODES[::-1]):
+            module = load(kernel, f"_fcp_{r}_{mode}_{task.spec.id}")
+            fn = getattr(module, task.spec.entry_point)
+            args = clone_inputs(inputs)  # in-place tasks must start every first call from the same state
+            _sync(device)
+            t0 = time.perf_counter()
+            if mode == "recorded":
+                with AtenRecorder() as recorder:
+                    fn(**args)
+                ops = sorted(recorder.ops)
+            else:
+                fn(**args)
+                ops = []
+            _sync(device)
+            rows.append({"round": r, "mode": mode, "first_call_ms": round((time.perf_counter() - t0) * 1e3, 1),
+                         "ops": ops, "picks": timed_picks([module])})
+    return rows
+
+
+def markdown(slug: str, workload: str, rows: list[dict[str, Any]]) -> str:
+    """Per pick, what each mode chose in each round; then each call's wall time."""
+    keys = sorted({k for row in rows for k in row["picks"]})
+    lines = [f"# First-call picks of {slug} at {workload}: plain against recorded", ""]
+    if not keys:
+        lines += ["Nothing was chosen by timing (on the CPU the experts time nothing).", ""]
+    for key in keys:
+        lines += [f"**{key}**", "", "| round | mode | pick |", "|---|---|---|"]
+        lines += [f"| {row['round']} | {row['mode']} | {row['picks'].get(key, '-')} |" for row in rows]
+        lines.append("")
+    lines += ["| round | mode | first call ms |", "|---|---|---|"]
+    lines += [f"| {row['round']} | {row['mode']} | {row['first_call_ms']} |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("slug")
+    ap.add_argument("workload")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--file", type=Path, help="the kernel file (default: the task's expert)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--markdown", type=Path)
+    args = ap.parse_args()
+    rows = probe(get_task(args.slug), args.workload, args.rounds, torch.device(args.device), args.file)
+    text = markdown(args.slug, args.workload, rows)
+    sys.stdout.write(text)
+    if args.json:
+        args.json.write_text(json.dumps({"slug": args.slug, "workload": args.workload, "rows": rows}, indent=1))
+    if args.markdown:
+        args.markdown.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
