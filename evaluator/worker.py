@@ -118,7 +118,6 @@ def _poison_allocator(device: torch.device, nbytes: int) -> None:
     del blocks
 
 
-
 def timed_picks(modules: list[ModuleType]) -> dict[str, str]:
     """What kernel modules chose by timing: each module-level Triton autotuner's pick per tuning
     key (``"name [key]"``; a tuner kept in a module-level dict is named after the dict), and the
@@ -150,6 +149,7 @@ def timed_picks(modules: list[ModuleType]) -> dict[str, str]:
             for key, choice in list(choices.items())[:AUTOTUNE_KEYS]:
                 found[f"{CHOICE_PREFIX}{key}"[:NAME_CAP]] = str(choice)[:VALUE_CAP]
     return dict(list(found.items())[:AUTOTUNE_ENTRIES])
+
 
 class Worker:
     def __init__(self, setup: Setup, sock: socket.socket):

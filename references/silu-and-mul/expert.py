@@ -112,7 +112,9 @@ def _candidates_of(block_d: int, full: int) -> list[triton.Config]:
     5. for a short row cut into several column blocks (d = 768: three of 256), whole rows padded
        to a power of two, 1024 outputs a program: every program reads whole rows;
     6. 2 and 4 again without the evict-first hint on the loads, as torch.compile's kernel reads
-       (it ran 2% faster than the pick among 1-5 at d = 14336 and 28672 on an H100, session 19).
+       (it ran 2% faster than the pick among 1-5 at d = 14336 and 28672 on an H100, session 19;
+       with these candidates the tuner took an unhinted launch at all three real workloads and
+       the expert tied torch.compile, session 34: docs/results/h100-runs/s34-ab-silu-unhinted.md).
     """
     rows, _, warps = _launch_config(block_d)  # d = block_d has the same fixed launch
     bd = min(block_d, 1024)
