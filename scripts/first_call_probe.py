@@ -14,7 +14,7 @@ high and can pick wrong, which the expert never suffers. This script measures th
 each round loads the expert afresh (so its pick caches and autotuners start empty), calls it once
 plain and once recorded (the order alternating between rounds), and reports each call's wall
 time and everything it chose by timing (``evaluator.worker.timed_picks``, what the results'
-``autotune`` report holds).
+``autotune`` report holds), and the host cost of one ATen op plain and inside the recorder.
 
 Usage: python3 scripts/first_call_probe.py SLUG WORKLOAD [--rounds N] [--file PATH]
            [--json PATH] [--markdown PATH]
@@ -51,6 +51,38 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+#: The ATen ops a launcher and ``do_bench`` dispatch around a kernel: an output allocation, a view
+#: and the L2 flush's ``zero_`` (its buffer here is small: the host's cost is what is measured).
+HOST_OPS = 3
+
+
+def host_cost_us(device: torch.device, calls: int = 20000, blocks: int = 4) -> dict[str, float]:
+    """Host microseconds an ATen op costs, plain and inside the recorder: ``HOST_OPS`` ops a call,
+    ``calls`` calls a block, the modes alternating block by block, each keeping its fastest block
+    (the first block of either pays one-time set-up)."""
+    buf = torch.empty(1024, device=device)
+
+    def ops() -> None:
+        torch.empty(64, 7168, dtype=torch.bfloat16, device=device)
+        buf[:10].zero_()
+
+    best: dict[str, float] = {}
+    for b in range(blocks):
+        for mode in (MODES if b % 2 == 0 else MODES[::-1]):
+            t0 = time.perf_counter()
+            if mode == "recorded":
+                with AtenRecorder():
+                    for _ in range(calls):
+                        ops()
+            else:
+                for _ in range(calls):
+                    ops()
+            us = (time.perf_counter() - t0) * 1e6 / calls / HOST_OPS
+            best[mode] = round(min(us, best.get(mode, us)), 2)
+    _sync(device)
+    return best
+
+
 def probe(task: Task, workload: str, rounds: int, device: torch.device, path: Path | None = None) -> list[dict[str, Any]]:
     """One row per first call: round, mode, wall ms of the call, the ATen ops the recorder saw
     (recorded calls only) and the picks. ``path`` is the kernel file (default: the expert)."""
@@ -79,10 +111,12 @@ def probe(task: Task, workload: str, rounds: int, device: torch.device, path: Pa
     return rows
 
 
-def markdown(slug: str, workload: str, rows: list[dict[str, Any]]) -> str:
+def markdown(slug: str, workload: str, rows: list[dict[str, Any]], host: dict[str, float]) -> str:
     """Per pick, what each mode chose in each round; then each call's wall time."""
     keys = sorted({k for row in rows for k in row["picks"]})
-    lines = [f"# First-call picks of {slug} at {workload}: plain against recorded", ""]
+    lines = [f"# First-call picks of {slug} at {workload}: plain against recorded", "",
+             f"Host cost of one ATen op (an allocation, a view, `zero_`): {host['plain']} µs plain, "
+             f"{host['recorded']} µs inside the recorder (`host_cost_us`).", ""]
     if not keys:
         lines += ["Nothing was chosen by timing (on the CPU the experts time nothing).", ""]
     for key in keys:
@@ -104,11 +138,14 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
-    rows = probe(get_task(args.slug), args.workload, args.rounds, torch.device(args.device), args.file)
-    text = markdown(args.slug, args.workload, rows)
+    device = torch.device(args.device)
+    rows = probe(get_task(args.slug), args.workload, args.rounds, device, args.file)
+    host = host_cost_us(device)
+    text = markdown(args.slug, args.workload, rows, host)
     sys.stdout.write(text)
     if args.json:
-        args.json.write_text(json.dumps({"slug": args.slug, "workload": args.workload, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"slug": args.slug, "workload": args.workload, "host_cost_us": host,
+                                               "rows": rows}, indent=1))
     if args.markdown:
         args.markdown.write_text(text)
 

@@ -369,7 +369,8 @@ def test_first_call_probe_alternates_plain_and_recorded_first_calls_on_fresh_mod
     """The first-call probe (scripts/first_call_probe.py) on the CPU: each round loads the kernel
     afresh and calls it once plain and once inside the ATen recorder, the order alternating; the
     recorded call reports the ops it saw (the launcher's allocation at least), and each row holds
-    the picks of its own module, read as the worker reads them (``timed_picks``)."""
+    the picks of its own module, read as the worker reads them (``timed_picks``); the host cost of
+    an ATen op is reported plain and recorded."""
     copy = tmp_path / "copy.py"
     copy.write_text((REPO_ROOT / "references/silu-and-mul/expert.py").read_text()
                     + "\nTIMED_CHOICES = {'route': 'the copy'}\n")
@@ -379,8 +380,11 @@ def test_first_call_probe_alternates_plain_and_recorded_first_calls_on_fresh_mod
            "--file", str(copy), "--device", "cpu", "--json", str(out), "--markdown", str(md)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
-    rows = json.loads(out.read_text())["rows"]
+    report = json.loads(out.read_text())
+    rows = report["rows"]
     assert [(r["round"], r["mode"]) for r in rows] == [(0, "plain"), (0, "recorded"), (1, "recorded"), (1, "plain")]
+    # The recorder's Python callback makes every dispatched op dearer on the host (7x here).
+    assert 0 < report["host_cost_us"]["plain"] < report["host_cost_us"]["recorded"]
     for row in rows:
         assert row["picks"] == {"choice route": "the copy"}
         assert row["first_call_ms"] > 0

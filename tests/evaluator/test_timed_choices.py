@@ -21,7 +21,7 @@ from evaluator.ab_report import choice_rows, choices_markdown
 from evaluator.protocol import CHOICE_PREFIX
 from evaluator.result import RunResult
 from evaluator.runner import RunOptions, run
-from evaluator.worker import AUTOTUNE_KEYS, VALUE_CAP, Worker
+from evaluator.worker import AUTOTUNE_KEYS, VALUE_CAP, timed_picks
 from tasks.registry import REPO_ROOT, get_task
 
 
@@ -44,7 +44,7 @@ def test_the_worker_reports_every_tuning_key_and_the_timed_choices() -> None:
     module._per_layout = {(1, 0): _tuner()}  # a tuner kept in a dict, as the fp8 quant expert does
     module._per_layout[(1, 0)].cache[(8,)] = module._per_layout[(1, 0)].configs[0]
     module.TIMED_CHOICES = {"route M=16": "swapped (split-k 128 us, swapped 101 us)", "long": "x" * 5000}
-    found = Worker.autotune(types.SimpleNamespace(modules=[module]))
+    found = timed_picks([module])
     assert "BLOCK: 32" in found["tuned [64, torch.float32]"]
     assert "BLOCK: 16" in found["tuned [4096, torch.float32]"]
     assert "BLOCK: 16" in found["_per_layout [8]"]
@@ -53,9 +53,9 @@ def test_the_worker_reports_every_tuning_key_and_the_timed_choices() -> None:
     # Capped in count, and anything but a plain dict is ignored.
     module.TIMED_CHOICES = {f"k{i}": "v" for i in range(1000)}
     module.tuned.cache.clear()
-    assert sum(k.startswith(CHOICE_PREFIX) for k in Worker.autotune(types.SimpleNamespace(modules=[module]))) == AUTOTUNE_KEYS
+    assert sum(k.startswith(CHOICE_PREFIX) for k in timed_picks([module])) == AUTOTUNE_KEYS
     module.TIMED_CHOICES = [("route", "swapped")]
-    assert not any(k.startswith(CHOICE_PREFIX) for k in Worker.autotune(types.SimpleNamespace(modules=[module])))
+    assert not any(k.startswith(CHOICE_PREFIX) for k in timed_picks([module]))
 
 
 def test_the_results_page_lists_the_timed_choices_and_not_the_tuners() -> None:

@@ -5,7 +5,8 @@ with column blocks fastest, other tiles) on a shape's first call; the interprete
 take the fixed launch alone. Here each candidate of several row lengths runs in Triton's
 interpreter, through its own grid (2D with row blocks fastest, or flat with column blocks
 fastest), on row counts and lengths that are not multiples of its tile (masked) and on one that
-is (unmasked, ``EVEN``), against the task's baseline. It also checks that these are the configurations the GPU tuner times.
+is (unmasked, ``EVEN``), against the task's baseline. It also checks that these are the
+configurations the GPU tuner times.
 """
 
 from __future__ import annotations
