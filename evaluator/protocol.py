@@ -85,6 +85,10 @@ class Call(_Msg):
     args: dict[str, TensorRef | Scalar]
     outs: list[TensorRef]
     measure_peak: bool = False  # report the device memory the call allocated at its peak
+    # Check calls only: record the ATen ops. Off for a workload's first call, where a kernel
+    # compiles and times its own choices (autotuners, route picks): the recorder's per-op host cost
+    # would time those choices, not the kernel (Judge.run_trial).
+    record: bool = True
 
 
 class Release(_Msg):

@@ -201,7 +201,7 @@ class Worker:
             return Done(seq=call.seq, ok=False, rule="protocol", message=f"no provider {call.provider!r}")
         args = {k: (self.arena.view(v) if isinstance(v, TensorRef) else v) for k, v in call.args.items()}
         slots = [self.arena.view(r) for r in call.outs]
-        recorder = AtenRecorder() if call.mode == "check" and self.setup.record_ops else None
+        recorder = AtenRecorder() if call.mode == "check" and call.record and self.setup.record_ops else None
         try:
             peak = None
             if call.mode == "check":

@@ -15,6 +15,10 @@ each round loads the expert afresh (so its pick caches and autotuners start empt
 plain and once recorded (the order alternating between rounds), and reports each call's wall
 time and everything it chose by timing (``evaluator.worker.timed_picks``, what the results'
 ``autotune`` report holds), and the host cost of one ATen op plain and inside the recorder.
+Session 35 ran it on an H100 (docs/results/h100-runs/s35-fcp-*.md): fp8-blockwise W4's recorded
+first calls picked a slower tile in 3 of 6 rounds, its plain ones in none, so the judge now makes a
+workload's first candidate call outside the recorder (``evaluator.judge.Judge.run_trial``); the
+"recorded" mode here is how the worker made that call before.
 
 Usage: python3 scripts/first_call_probe.py SLUG WORKLOAD [--rounds N] [--file PATH]
            [--json PATH] [--markdown PATH]

@@ -75,6 +75,17 @@ def test_wrong_kernel_is_caught(slug, kernel, rule, output):
     assert not result.all_correct
 
 
+def test_first_call_of_each_workload_runs_outside_the_op_recorder():
+    """A workload's first call (where a kernel times its own choices) is plain, every later
+    correctness call recorded: the kernel raises on either mistake, and the recorded trials'
+    ops still reach the result."""
+    result = _check(KERNELS / "silu_asserts_first_call_plain.py", "silu-and-mul")
+    (task,) = result.tasks
+    assert task.status == "correct", task.reason
+    assert len(task.workloads) > 1 and all(len(w.trials) >= 3 for w in task.workloads)
+    assert "aten::empty" in task.aten_ops
+
+
 def _canary(tmp_path: Path, slug: str, body: str) -> Path:
     task = get_task(slug)
     args = ", ".join(task.spec.input_names())
