@@ -316,6 +316,32 @@ def test_a_result_stopped_by_the_tasks_time_limit_is_benched_again_whichever_pro
     assert not mod.cut_by_time_limit(task("eval:user:wrong-answer", "tolerance"))
 
 
+def test_a_round_defers_a_task_by_its_longest_finished_bench_on_either_card(tmp_path) -> None:
+    """scripts/round_need.py: the longest wall time among the task's finished committed results,
+    H100 and H200 alike, with the margin for a cold compile; a result cut by a time limit, another
+    task's, or none at all gives nothing to go on (0: the round tries the task)."""
+    mod = _load("round_need")
+
+    def write(card: str, slug: str, wall: float, code: str | None = None) -> None:
+        (tmp_path / card).mkdir(exist_ok=True)
+        task = {"slug": slug, "wall_s": wall, "error_code": code, "reason": "the candidate did not finish"}
+        (tmp_path / card / f"bench-{slug}.json").write_text(json.dumps({"tasks": [task]}))
+
+    write("h100-runs", "a", 100.0)
+    write("h200-runs", "a", 150.0)
+    assert mod.last_wall_s("a", tmp_path) == 150.0
+    assert mod.need_s("a", tmp_path) == math.ceil(150.0 * mod.FACTOR + mod.SLACK_S)
+    write("h200-runs", "a", 400.0, code="eval:user:timeout")  # cut by the deadline: not a need
+    assert mod.need_s("a", tmp_path) == math.ceil(100.0 * mod.FACTOR + mod.SLACK_S)
+    write("h100-runs", "b", 0.0)  # no wall time recorded
+    assert mod.need_s("b", tmp_path) == 0 and mod.need_s("missing", tmp_path) == 0
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/round_need.py"), "a", "--results", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == str(mod.need_s("a", tmp_path))
+    # The committed rows: session 35's gated-delta (215 s, warm) asks more than the 259 s that cut it.
+    assert mod.need_s("gated-delta-rule-chunked") > 259
+
+
 def test_host_overhead_times_each_file_alternately_and_reports_its_choices(tmp_path) -> None:
     """The per-call host-cost probe (scripts/host_overhead.py) on the CPU: one row per file given,
     the tree's expert by name and a copy of it by path, with the CPU's wall equal to its host
