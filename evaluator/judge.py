@@ -283,10 +283,10 @@ class Judge:
         where a kernel compiles and times its own choices (an autotuner, a route pick), and the
         recorder, a Python dispatch mode, adds host time to every ATen op the timing loop
         dispatches (the L2 flush, the launcher's allocations): on an H100 it made fp8-blockwise's
-        expert pick a slower decode tile in 3 of 6 recorded first calls and in none of 6 plain ones
-        (docs/results/h100-runs/s35-fcp-fp8-blockwise-gemm-W4.md). The expert's first call, its warm-up,
-        never had the recorder, so without this a self-tuning submission was timed with a handicap
-        the bar it is compared with did not carry. Nothing is lost to cheats: the task's forbidden
+        expert pick a slower decode tile in 3 of 6 recorded first calls and in none of 6 plain
+        ones (docs/results/h100-runs/s35-fcp-fp8-blockwise-gemm-W4.md). The expert's first call,
+        its warm-up, never had the recorder, so without this a self-tuning submission was timed
+        with a handicap the bar it is compared with did not carry. Nothing is lost to cheats: the task's forbidden
         ops are refused in the dispatcher on every call (``evaluator.op_block``), and the
         workload's later trials are recorded (a task has at least three).
         """

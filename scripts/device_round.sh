@@ -15,7 +15,7 @@
 #   bash scripts/device_round.sh [--tasks "slug slug"] [--compare compile,expert] [--deadline SECONDS]
 #                                [--no-bench] [--bench-only] [--no-check] [--timing KEY=NUMBER ...] [--fresh]
 #                                [--task-cap SECONDS]  (most a single task's bench may take; default 270)
-# A task the deadline leaves less than its last finished bench needs is deferred to the next call
+# A task the deadline leaves less than its finished benches needed is deferred to the next call
 # (scripts/round_need.py); one cut part-way anyway is set aside and benched again next call.
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
@@ -78,7 +78,7 @@ if [ "$BENCH" = 1 ]; then
     budget=$(left)
     if [ "$budget" -lt 45 ]; then echo "bench $slug: skipped, deadline" | tee -a "$LOG"; continue; fi
     per=$(( budget < CAP + 10 ? budget - 10 : CAP ))
-    # A limit the deadline shortened below what the task took last time would only cut it: leave
+    # A limit the deadline shortened below what the task took before would only cut it: leave
     # it to the next call and try the tasks after it (scripts/round_need.py).
     if [ "$per" -lt "$CAP" ]; then
       need=$(python3 scripts/round_need.py "$slug" 2>/dev/null || echo 0)

@@ -1,24 +1,26 @@
-"""What a kernel picks by timing on its first call, in a plain call and in a call run the way the
-worker runs a candidate's check (inside the ATen-op recorder), alternating, in one process.
+"""What a kernel picks by timing on its first call, in a plain call and in a call inside the ATen-op
+recorder (how the worker made a candidate's first check until session 35), alternating, in one
+process.
 
 Why: a kernel that times its own routes or configurations does so on its first call of a shape.
-In a bench the candidate's first call is the first correctness trial, which the worker runs inside
-``evaluator.aten_record.AtenRecorder`` (a Python ``TorchDispatchMode``), while the trusted expert's
-first call is its plain warm-up. Session 34's H100 round of fp8-blockwise-gemm timed the same
-expert file in both roles and the two processes chose different decode tiles at W4: the expert
-(128, 4, 4, 2) at 61 us, the candidate (128, 4, 4, 4) from times 1-25% higher across the four
-tiles (docs/results/h100.md, session 34), so its column read 67.3 against 61.2 us. If the
-recorder's per-op Python cost delays the launches inside a kernel's own ``do_bench`` (the L2
-flush's ``zero_`` and the launcher's allocations are ATen ops), a candidate's own timings read
-high and can pick wrong, which the expert never suffers. This script measures that directly:
-each round loads the expert afresh (so its pick caches and autotuners start empty), calls it once
-plain and once recorded (the order alternating between rounds), and reports each call's wall
-time and everything it chose by timing (``evaluator.worker.timed_picks``, what the results'
-``autotune`` report holds), and the host cost of one ATen op plain and inside the recorder.
+In a bench the candidate's first call is its first correctness trial, which the worker made inside
+``evaluator.aten_record.AtenRecorder`` (a Python ``TorchDispatchMode``), while the trusted
+expert's first call was, and is, its plain warm-up. Session 34's H100 round of fp8-blockwise-gemm
+timed the same expert file in both roles and the two processes chose different decode tiles at
+W4: the expert (128, 4, 4, 2) at 61 us, the candidate (128, 4, 4, 4) from times 1-25% higher across
+the four tiles (docs/results/h100.md, session 34), so its column read 67.3 against 61.2 us. The
+suspicion: the recorder's per-op Python cost delays the launches inside a kernel's own
+``do_bench`` (the L2 flush's ``zero_`` and the launcher's allocations are ATen ops), so a
+candidate's own timings read high and can pick wrong. This script measures that directly: each
+round loads the kernel afresh (so its pick caches and autotuners start empty), calls it once plain
+and once recorded (the order alternating between rounds), and reports each call's wall time and
+everything it chose by timing (``evaluator.worker.timed_picks``, what the results' ``autotune``
+report holds), and the host cost of one ATen op plain and inside the recorder.
+
 Session 35 ran it on an H100 (docs/results/h100-runs/s35-fcp-*.md): fp8-blockwise W4's recorded
-first calls picked a slower tile in 3 of 6 rounds, its plain ones in none, so the judge now makes a
-workload's first candidate call outside the recorder (``evaluator.judge.Judge.run_trial``); the
-"recorded" mode here is how the worker made that call before.
+first calls picked a slower tile in 3 of 6 rounds, its plain ones in none. The judge has since
+made a workload's first candidate call outside the recorder (``evaluator.judge.Judge.run_trial``);
+the script stays to measure other kernels' first calls the same way.
 
 Usage: python3 scripts/first_call_probe.py SLUG WORKLOAD [--rounds N] [--file PATH]
            [--json PATH] [--markdown PATH]
@@ -133,7 +135,7 @@ def markdown(slug: str, workload: str, rows: list[dict[str, Any]], host: dict[st
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("slug")
     ap.add_argument("workload")
     ap.add_argument("--rounds", type=int, default=4)

@@ -1,11 +1,11 @@
-"""Seconds a task's bench should be given, from its last finished round, for scripts/device_round.sh.
+"""Seconds a task's bench should be given, from its finished rounds, for scripts/device_round.sh.
 
 Why: a round gives its next task only the seconds left before the call's deadline. A task started
 with less than it needs is stopped part-way, its result is set aside as cut, and every second it
 ran is device time spent for nothing (session 35's second call: gated-delta-rule-chunked ran 248 s
 of a 259 s remainder and was cut; the next call benched it in 221 s with its Triton kernels
 already compiled). So before it shortens a task's limit, the round asks this script what the task
-took last time and defers the task to the next call when the remainder cannot hold that.
+took before and defers the task to the next call when the remainder cannot hold that.
 
 The estimate is the longer of the task's ``wall_s`` in the finished bench results committed for
 it on either card (``docs/results/h100-runs/bench-<slug>.json`` and ``h200-runs/``: a bench's wall
@@ -33,15 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from round_cut import cut_by_time_limit  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs/results"
-#: Margin over the last finished bench's wall time (see the module docstring).
+#: Margin over the longest finished bench's wall time (see the module docstring).
 FACTOR, SLACK_S = 1.25, 15.0
-
-
 #: The directories of committed bench results, one per card kind.
 RUN_DIRS = ("h100-runs", "h200-runs")
 
 
-def last_wall_s(slug: str, results: Path = RESULTS) -> float | None:
+def longest_wall_s(slug: str, results: Path = RESULTS) -> float | None:
     """The longest bench wall time of ``slug`` among its finished results on the cards; None if none."""
     walls = []
     for name in RUN_DIRS:
@@ -57,7 +55,7 @@ def last_wall_s(slug: str, results: Path = RESULTS) -> float | None:
 
 def need_s(slug: str, results: Path = RESULTS) -> int:
     """Whole seconds to give ``slug``'s bench; 0 when nothing finished is known."""
-    wall = last_wall_s(slug, results)
+    wall = longest_wall_s(slug, results)
     return 0 if wall is None else math.ceil(wall * FACTOR + SLACK_S)
 
 
